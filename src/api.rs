@@ -1,0 +1,54 @@
+//! HTTP only: routing, extraction, auth and the mapping of results to the wire.
+//! Handlers are thin: extract, call one service method, map the result.
+
+pub mod auth;
+pub mod docs;
+pub mod error;
+pub mod extract;
+pub mod kb;
+pub mod openapi;
+
+use axum::extract::Request;
+use axum::middleware;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::state::AppState;
+
+/// The whole HTTP application: `/api/v1`, the docs pages and `/`.
+pub fn app(state: AppState) -> Router {
+    let v1 = kb::routes(&state.config)
+        .fallback(error::not_found)
+        .method_not_allowed_fallback(error::method_not_allowed)
+        .layer(middleware::from_fn_with_state(state.clone(), auth::require_api_key));
+    Router::new()
+        .route("/", get(root))
+        .nest("/api/v1", v1)
+        .merge(docs::routes())
+        .fallback(error::not_found)
+        .method_not_allowed_fallback(error::method_not_allowed)
+        .layer(CatchPanicLayer::custom(error::panic_response))
+        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
+            tracing::info_span!(
+                "http",
+                request_id = %uuid::Uuid::new_v4(),
+                method = %req.method(),
+                path = %req.uri().path(),
+            )
+        }))
+        .with_state(state)
+}
+
+async fn root() -> Json<Value> {
+    Json(json!({
+        "name": "ragd",
+        "version": env!("CARGO_PKG_VERSION"),
+        "docs": "/docs",
+        "redoc": "/redoc",
+        "openapi": "/openapi.json",
+        "api": "/api/v1",
+    }))
+}

@@ -1,0 +1,82 @@
+//! `/health`, `/health/ready`, `/health/stats` (no key needed).
+
+use axum::extract::State;
+use axum::Json;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::api::error::ApiError;
+use crate::kb::Component;
+use crate::state::AppState;
+
+/// Basic health.
+#[derive(Serialize, ToSchema)]
+pub struct Health {
+    pub status: String,
+    pub version: String,
+    pub timestamp: String,
+}
+
+/// Component readiness.
+#[derive(Serialize, ToSchema)]
+pub struct Ready {
+    /// True when the components the API cannot work without (embedder, vector store) are healthy.
+    pub ready: bool,
+    pub components: Vec<Component>,
+    pub timestamp: String,
+}
+
+/// System statistics.
+#[derive(Serialize, ToSchema)]
+pub struct Stats {
+    pub document_count: u64,
+    pub sources_count: u64,
+    pub vector_store_path: String,
+    pub collection_name: String,
+    pub embedding_model: String,
+    pub llm_model: String,
+    pub reranker_enabled: bool,
+    pub api_auth_enabled: bool,
+    pub timestamp: String,
+}
+
+/// Basic health: the process is up.
+#[utoipa::path(get, path = "/api/v1/health", tag = "health", responses((status = 200, body = Health)))]
+pub async fn health() -> Json<Health> {
+    Json(Health { status: "healthy".into(), version: env!("CARGO_PKG_VERSION").into(), timestamp: crate::time::now_iso() })
+}
+
+/// Readiness of each component, checked for real on every call.
+#[utoipa::path(get, path = "/api/v1/health/ready", tag = "health", responses((status = 200, body = Ready)))]
+pub async fn ready(State(state): State<AppState>) -> Json<Ready> {
+    let mut components = state.kb.health_components().await;
+    let ready = components.iter().all(|c| c.healthy);
+    components.push(Component {
+        name: "llm".into(),
+        healthy: false,
+        detail: "no LLM model file is configured; answers are extractive".into(),
+    });
+    components.push(Component {
+        name: "reranker".into(),
+        healthy: false,
+        detail: "no reranker model is configured; results are not reranked".into(),
+    });
+    Json(Ready { ready, components, timestamp: crate::time::now_iso() })
+}
+
+/// Counts and configuration.
+#[utoipa::path(get, path = "/api/v1/health/stats", tag = "health", responses((status = 200, body = Stats)))]
+pub async fn stats(State(state): State<AppState>) -> Result<Json<Stats>, ApiError> {
+    let s = state.kb.stats().await?;
+    Ok(Json(Stats {
+        document_count: s.document_count,
+        sources_count: s.sources_count,
+        vector_store_path: s.vector_store_path,
+        collection_name: state.config.collection_name.clone(),
+        embedding_model: s.embedding_model,
+        llm_model: "none".into(),
+        reranker_enabled: false,
+        api_auth_enabled: state.config.auth_enabled(),
+        timestamp: crate::time::now_iso(),
+    }))
+}

@@ -1,0 +1,256 @@
+//! One `Config`, layered: defaults < `ragd.toml` < environment < command-line flags.
+//! It is resolved and validated once at start-up; nothing else reads the environment.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use serde::Deserialize;
+
+/// The fully resolved configuration of one ragd process.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Address to bind (`RAGD_HOST`).
+    pub host: String,
+    /// Port to bind (`RAGD_PORT`); 0 picks a free one.
+    pub port: u16,
+    /// Everything ragd keeps lives here (`RAGD_DATA_DIR`).
+    pub data_dir: PathBuf,
+    /// Folder holding model folders and files (`RAGD_MODELS_DIR`).
+    pub models_dir: PathBuf,
+    /// Embedder: a folder name under `models_dir`, or a path (`RAGD_EMBEDDING_MODEL`).
+    pub embedding_model: String,
+    /// Keys accepted in `X-API-Key` on `/api/v1`; empty disables auth (`API_KEYS`).
+    pub api_keys: Vec<String>,
+    /// Name reported as `collection_name` in `/health/stats`.
+    pub collection_name: String,
+    /// Largest accepted upload, in bytes (`RAGD_MAX_UPLOAD_BYTES`); above it: 413.
+    pub max_upload_bytes: u64,
+    /// Most texts the embedder runs in one forward pass.
+    pub embed_batch_size: usize,
+    /// Most embedding requests waiting at once; beyond it requests fail fast (503).
+    pub embed_queue_capacity: usize,
+    /// `text` or `json` log lines (`RAGD_LOG_FORMAT`).
+    pub log_format: LogFormat,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            host: "127.0.0.1".into(),
+            port: 8000,
+            data_dir: PathBuf::from("data"),
+            models_dir: PathBuf::from("models"),
+            embedding_model: "all-MiniLM-L6-v2".into(),
+            api_keys: Vec::new(),
+            collection_name: "ragd".into(),
+            max_upload_bytes: 100 * 1024 * 1024,
+            embed_batch_size: 32,
+            embed_queue_capacity: 1024,
+            log_format: LogFormat::Text,
+        }
+    }
+}
+
+/// One layer of settings: every field optional. The file, the environment and the
+/// flags each produce one, and they are applied in that order over the defaults.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Layer {
+    pub host: Option<String>,
+    pub port: Option<u16>,
+    pub data_dir: Option<PathBuf>,
+    pub models_dir: Option<PathBuf>,
+    pub embedding_model: Option<String>,
+    pub api_keys: Option<KeyList>,
+    pub collection_name: Option<String>,
+    pub max_upload_bytes: Option<u64>,
+    pub embed_batch_size: Option<usize>,
+    pub embed_queue_capacity: Option<usize>,
+    pub log_format: Option<LogFormat>,
+}
+
+/// API keys as a TOML array or a comma-separated string.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum KeyList {
+    List(Vec<String>),
+    Csv(String),
+}
+
+impl KeyList {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            KeyList::List(v) => v,
+            KeyList::Csv(s) => s.split(',').map(str::to_owned).collect(),
+        }
+        .into_iter()
+        .map(|k| k.trim().to_owned())
+        .filter(|k| !k.is_empty())
+        .collect()
+    }
+}
+
+impl Layer {
+    /// Reads a `ragd.toml` layer.
+    pub fn from_file(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading config file {}", path.display()))?;
+        toml::from_str(&text).with_context(|| format!("parsing config file {}", path.display()))
+    }
+
+    /// Reads the environment layer from a snapshot of variables.
+    pub fn from_env(vars: &HashMap<String, String>) -> anyhow::Result<Self> {
+        let get = |k: &str| vars.get(k).filter(|v| !v.is_empty()).cloned();
+        let parse = |k: &str| -> anyhow::Result<Option<u64>> {
+            get(k)
+                .map(|v| v.parse::<u64>().with_context(|| format!("{k}={v:?} is not a number")))
+                .transpose()
+        };
+        let log_format = match get("RAGD_LOG_FORMAT").as_deref() {
+            None => None,
+            Some("text") => Some(LogFormat::Text),
+            Some("json") => Some(LogFormat::Json),
+            Some(other) => bail!("RAGD_LOG_FORMAT={other:?}: expected text or json"),
+        };
+        Ok(Self {
+            host: get("RAGD_HOST"),
+            port: parse("RAGD_PORT")?
+                .map(|p| u16::try_from(p).context("RAGD_PORT out of range"))
+                .transpose()?,
+            data_dir: get("RAGD_DATA_DIR").map(PathBuf::from),
+            models_dir: get("RAGD_MODELS_DIR").map(PathBuf::from),
+            embedding_model: get("RAGD_EMBEDDING_MODEL"),
+            // `API_KEYS` is the contract's setting name; `RAGD_API_KEYS` wins if both are set.
+            // Present-but-empty still counts: it turns auth off explicitly.
+            api_keys: vars
+                .get("RAGD_API_KEYS")
+                .or_else(|| vars.get("API_KEYS"))
+                .map(|v| KeyList::Csv(v.clone())),
+            collection_name: get("RAGD_COLLECTION_NAME"),
+            max_upload_bytes: parse("RAGD_MAX_UPLOAD_BYTES")?,
+            embed_batch_size: parse("RAGD_EMBED_BATCH_SIZE")?.map(|v| v as usize),
+            embed_queue_capacity: parse("RAGD_EMBED_QUEUE_CAPACITY")?.map(|v| v as usize),
+            log_format,
+        })
+    }
+}
+
+impl Config {
+    /// Applies `layers` in order over the defaults and validates the result.
+    pub fn resolve(layers: impl IntoIterator<Item = Layer>) -> anyhow::Result<Self> {
+        let mut c = Config::default();
+        for l in layers {
+            c.apply(l);
+        }
+        c.validate()?;
+        Ok(c)
+    }
+
+    fn apply(&mut self, l: Layer) {
+        macro_rules! set {
+            ($($f:ident),*) => { $( if let Some(v) = l.$f { self.$f = v; } )* };
+        }
+        set!(
+            host,
+            port,
+            data_dir,
+            models_dir,
+            embedding_model,
+            collection_name,
+            max_upload_bytes,
+            embed_batch_size,
+            embed_queue_capacity,
+            log_format
+        );
+        if let Some(keys) = l.api_keys {
+            self.api_keys = keys.into_vec();
+        }
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        if self.embed_batch_size == 0 || self.embed_batch_size > 512 {
+            bail!("embed_batch_size must be 1-512, got {}", self.embed_batch_size);
+        }
+        if self.embed_queue_capacity == 0 {
+            bail!("embed_queue_capacity must be at least 1");
+        }
+        if self.max_upload_bytes == 0 {
+            bail!("max_upload_bytes must be at least 1");
+        }
+        if self.host.trim().is_empty() {
+            bail!("host must not be empty");
+        }
+        Ok(())
+    }
+
+    /// The embedder's folder: `embedding_model` as a path if it is one, else under `models_dir`.
+    pub fn embedding_model_dir(&self) -> PathBuf {
+        let p = Path::new(&self.embedding_model);
+        if p.is_absolute() || p.components().count() > 1 {
+            p.to_path_buf()
+        } else {
+            self.models_dir.join(p)
+        }
+    }
+
+    /// Whether `/api/v1` requires `X-API-Key`.
+    pub fn auth_enabled(&self) -> bool {
+        !self.api_keys.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layers_apply_in_order() {
+        let file: Layer = toml::from_str("port = 9000\nhost = \"0.0.0.0\"\napi_keys = [\"a\", \"b\"]").unwrap();
+        let env = Layer::from_env(&HashMap::from([
+            ("RAGD_PORT".to_string(), "9100".to_string()),
+            ("API_KEYS".to_string(), "x, y,".to_string()),
+        ]))
+        .unwrap();
+        let flags = Layer { port: Some(9200), ..Layer::default() };
+        let c = Config::resolve([file, env, flags]).unwrap();
+        assert_eq!(c.port, 9200);
+        assert_eq!(c.host, "0.0.0.0");
+        assert_eq!(c.api_keys, vec!["x", "y"]);
+    }
+
+    #[test]
+    fn empty_api_keys_env_disables_auth() {
+        let file: Layer = toml::from_str("api_keys = \"k1\"").unwrap();
+        let env = Layer::from_env(&HashMap::from([("API_KEYS".into(), "".into())])).unwrap();
+        let c = Config::resolve([file, env]).unwrap();
+        assert!(!c.auth_enabled());
+    }
+
+    #[test]
+    fn rejects_unknown_keys_and_bad_values() {
+        assert!(toml::from_str::<Layer>("prot = 1").is_err());
+        let env = HashMap::from([("RAGD_PORT".into(), "http".into())]);
+        assert!(Layer::from_env(&env).is_err());
+        let bad = Layer { embed_batch_size: Some(0), ..Layer::default() };
+        assert!(Config::resolve([bad]).is_err());
+    }
+
+    #[test]
+    fn model_dir_is_under_models_unless_a_path() {
+        let c = Config::default();
+        assert_eq!(c.embedding_model_dir(), PathBuf::from("models/all-MiniLM-L6-v2"));
+        let c = Config { embedding_model: "/opt/m".into(), ..Config::default() };
+        assert_eq!(c.embedding_model_dir(), PathBuf::from("/opt/m"));
+    }
+}

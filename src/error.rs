@@ -1,0 +1,59 @@
+//! The library's error type. Each API maps it to its own wire shape in one place.
+
+use thiserror::Error;
+
+/// What went wrong, in terms a transport can map to a status code.
+#[derive(Debug, Error)]
+pub enum Error {
+    /// The caller sent something invalid; the message is safe to show.
+    #[error("{0}")]
+    BadRequest(String),
+    /// The named resource does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// The request body or file is larger than the configured limit.
+    #[error("{0}")]
+    TooLarge(String),
+    /// A bounded queue is full; the caller may retry later.
+    #[error("{0}")]
+    Overloaded(String),
+    /// A component is not available (e.g. a model failed to load).
+    #[error("{0}")]
+    Unavailable(String),
+    /// Anything else; details go to the log, not to the client.
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl Error {
+    /// Shorthand for a 400 with a message.
+    pub fn bad_request(msg: impl Into<String>) -> Self {
+        Self::BadRequest(msg.into())
+    }
+}
+
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Self {
+        Self::Internal(anyhow::Error::new(e).context("sqlite"))
+    }
+}
+
+impl From<crate::ml::MlError> for Error {
+    fn from(e: crate::ml::MlError) -> Self {
+        use crate::ml::MlError;
+        match e {
+            MlError::Overloaded => Self::Overloaded(e.to_string()),
+            MlError::WorkerGone | MlError::Load(_) => Self::Unavailable(e.to_string()),
+            MlError::Inference(_) => Self::Internal(anyhow::Error::new(e)),
+        }
+    }
+}
+
+impl From<tokio::task::JoinError> for Error {
+    fn from(e: tokio::task::JoinError) -> Self {
+        Self::Internal(anyhow::Error::new(e).context("blocking task failed"))
+    }
+}
+
+/// Result with the library's error.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

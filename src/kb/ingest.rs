@@ -1,0 +1,319 @@
+//! Ingestion of one file: parse -> chunk -> detect language -> embed -> write SQLite,
+//! then the derived indexes. Duplicate and update-in-place rules follow DECISIONS.md.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use serde_json::{json, Map};
+use sha2::{Digest, Sha256};
+
+use super::{language, IngestionResult, KnowledgeBase};
+use crate::chunk::{self, RetrievalChunk};
+use crate::error::{Error, Result};
+use crate::parse::{self, Format};
+use crate::retrieval::fulltext::FtDoc;
+use crate::store::{chunks as repo, NewChunk, SourceRow};
+
+/// A file to ingest.
+pub struct FileUpload {
+    /// The client's file name; only its last path component is used.
+    pub filename: String,
+    pub bytes: Vec<u8>,
+    pub section: String,
+}
+
+/// Namespace for chunk ids: uuid v5 of `source \0 position`.
+const CHUNK_NS: uuid::Uuid = uuid::Uuid::from_u128(0x6c1d_5a52_8d0e_4b53_9a6e_7267_6421_0001);
+
+fn chunk_id(source: &str, position: usize) -> String {
+    uuid::Uuid::new_v5(&CHUNK_NS, format!("{source}\0{position}").as_bytes()).to_string()
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// The last path component of a client-supplied name, never a path.
+pub fn clean_filename(name: &str) -> Result<String> {
+    let base = name.rsplit(['/', '\\']).next().unwrap_or("").trim();
+    if base.is_empty() || base == "." || base == ".." {
+        return Err(Error::bad_request("the uploaded file has no name"));
+    }
+    if base.chars().count() > 255 || base.chars().any(char::is_control) {
+        return Err(Error::bad_request("the file name is too long or contains control characters"));
+    }
+    Ok(base.to_owned())
+}
+
+/// Chunks prepared outside the write lock.
+struct Prepared {
+    title: String,
+    chunks: Vec<RetrievalChunk>,
+    languages: Vec<String>,
+    /// Hash of each chunk's embedding input.
+    hashes: Vec<String>,
+}
+
+impl KnowledgeBase {
+    /// Ingests one uploaded file synchronously and reports what changed.
+    #[tracing::instrument(skip_all, fields(filename = %up.filename, bytes = up.bytes.len()))]
+    pub async fn ingest_file(&self, up: FileUpload) -> Result<IngestionResult> {
+        let started = std::time::Instant::now();
+        let filename = clean_filename(&up.filename)?;
+        let format = Format::for_filename(&filename).map_err(|e| Error::bad_request(e.to_string()))?;
+        let content_hash = sha256_hex(&up.bytes);
+        let section = if up.section.trim().is_empty() { "uploaded".to_owned() } else { up.section.trim().to_owned() };
+
+        let base = IngestionResult { success: true, filename: Some(filename.clone()), ..Default::default() };
+        if let Some(dup) = self.content_duplicate(&content_hash).await? {
+            tracing::info!(existing = %dup.0.source, "duplicate content; nothing written");
+            return Ok(duplicate_result(base, dup));
+        }
+
+        let counter = self.embedder.token_counter().clone();
+        let window = self.embedder.max_tokens();
+        let name = filename.clone();
+        let bytes = up.bytes;
+        let prepared = tokio::task::spawn_blocking(move || -> Result<Prepared> {
+            let doc = parse::parse(format, &bytes).map_err(|e| Error::bad_request(format!("{name}: {e}")))?;
+            let chunks = chunk::for_retrieval(&doc, &counter, window);
+            if chunks.is_empty() {
+                return Err(Error::bad_request(format!("{name}: no text to index")));
+            }
+            let all_text: String = chunks.iter().take(20).map(|c| c.text.as_str()).collect::<Vec<_>>().join("\n");
+            let doc_lang = language::detect(&all_text).unwrap_or_else(|| language::UNDETERMINED.into());
+            let languages = chunks.iter().map(|c| language::detect(&c.text).unwrap_or_else(|| doc_lang.clone())).collect();
+            let hashes = chunks.iter().map(|c| sha256_hex(c.embed_input().as_bytes())).collect();
+            let title = doc.title.clone().unwrap_or_else(|| file_stem(&name));
+            Ok(Prepared { title, chunks, languages, hashes })
+        })
+        .await??;
+        tracing::debug!(chunks = prepared.chunks.len(), "parsed and chunked");
+
+        // Embed what the stored version does not already have, outside the write lock.
+        let mut vectors = self.stored_vectors(&filename).await?;
+        let fresh = self.embed_missing(&prepared, &vectors).await?;
+        vectors.extend(fresh);
+
+        let _guard = self.write_lock.lock().await;
+        // Re-check under the lock: another request may have written meanwhile.
+        if let Some(dup) = self.content_duplicate(&content_hash).await? {
+            return Ok(duplicate_result(base, dup));
+        }
+        let previous = {
+            let f = filename.clone();
+            self.store.read(move |c| repo::source_by_name(c, &f)).await?
+        };
+        // Vectors stored meanwhile are reused; anything still missing is embedded now.
+        vectors.extend(self.stored_vectors(&filename).await?);
+        let late = self.embed_missing(&prepared, &vectors).await?;
+        vectors.extend(late);
+
+        let now = crate::time::now_iso();
+        let source = SourceRow {
+            id: previous.as_ref().map(|p| p.id.clone()).unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+            source: filename.clone(),
+            source_type: "file".into(),
+            title: prepared.title.clone(),
+            file_type: format.extension().trim_start_matches('.').to_owned(),
+            section: section.clone(),
+            content_hash: content_hash.clone(),
+            chunk_count: prepared.chunks.len() as i64,
+            created_at: previous.as_ref().map(|p| p.created_at.clone()).unwrap_or_else(|| now.clone()),
+            updated_at: now.clone(),
+        };
+        let rows = build_rows(&source, &prepared, &vectors, &now)?;
+        let result = self.write_source(source, rows).await?;
+
+        let mut out = IngestionResult {
+            title: prepared.title,
+            chunks_added: result.added as u64,
+            chunks_updated: result.updated as u64,
+            chunks_skipped: result.skipped as u64,
+            ..base
+        };
+        if let Some(prev) = previous {
+            out.is_duplicate = true;
+            out.duplicate_type = Some("filepath".into());
+            out.existing_doc_id = result.first_chunk_id;
+            out.existing_doc_title = Some(prev.title);
+            out.duplicate_message = Some(format!(
+                "'{filename}' was already stored with different content; updated in place \
+                 ({} added, {} updated, {} unchanged, {} removed)",
+                result.added, result.updated, result.skipped, result.removed
+            ));
+        }
+        tracing::info!(
+            chunks_added = out.chunks_added,
+            chunks_updated = out.chunks_updated,
+            chunks_skipped = out.chunks_skipped,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "file ingested"
+        );
+        Ok(out)
+    }
+
+    async fn content_duplicate(&self, hash: &str) -> Result<Option<(SourceRow, Option<String>)>> {
+        let hash = hash.to_owned();
+        self.store
+            .read(move |c| {
+                Ok(match repo::source_by_hash(c, &hash)? {
+                    Some(s) => {
+                        let first = repo::first_chunk_id(c, &s.id)?;
+                        Some((s, first))
+                    }
+                    None => None,
+                })
+            })
+            .await
+    }
+
+    async fn stored_vectors(&self, source: &str) -> Result<HashMap<String, Vec<f32>>> {
+        let source = source.to_owned();
+        self.store
+            .read(move |c| {
+                Ok(match repo::source_by_name(c, &source)? {
+                    Some(s) => repo::vectors_by_hash(c, &s.id)?,
+                    None => HashMap::new(),
+                })
+            })
+            .await
+    }
+
+    /// Embeds each distinct chunk whose hash is not in `have`; returns hash -> vector.
+    async fn embed_missing(&self, p: &Prepared, have: &HashMap<String, Vec<f32>>) -> Result<HashMap<String, Vec<f32>>> {
+        let mut seen = HashSet::new();
+        let (hashes, inputs): (Vec<String>, Vec<String>) = p
+            .chunks
+            .iter()
+            .zip(&p.hashes)
+            .filter(|(_, h)| !have.contains_key(*h) && seen.insert((*h).clone()))
+            .map(|(c, h)| (h.clone(), c.embed_input()))
+            .unzip();
+        if inputs.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let vectors = self.embedder.embed(inputs).await?;
+        Ok(hashes.into_iter().zip(vectors).collect())
+    }
+
+    /// Writes a source and its chunks in one transaction, then the derived indexes.
+    async fn write_source(&self, source: SourceRow, rows: Vec<NewChunk>) -> Result<WriteOutcome> {
+        let store = self.store.clone();
+        let (vectors, fulltext) = (self.vectors.clone(), self.fulltext.clone());
+        tokio::task::spawn_blocking(move || -> Result<WriteOutcome> {
+            let (diff, generation) = store.write_sync(|tx| {
+                repo::upsert_source(tx, &source)?;
+                let diff = repo::replace_chunks(tx, &source.id, &rows)?;
+                Ok((diff, repo::bump_generation(tx)?))
+            })?;
+            let upsert: Vec<(u64, &[f32])> =
+                diff.upserted.iter().map(|&(k, i)| (k, rows[i].embedding.as_slice())).collect();
+            vectors.apply(&diff.removed, &upsert, generation)?;
+            let docs: Vec<FtDoc<'_>> = diff
+                .upserted
+                .iter()
+                .map(|&(key, i)| FtDoc { key, chunk_id: &rows[i].id, text: &rows[i].text })
+                .collect();
+            fulltext.apply(&diff.removed, &docs, generation)?;
+            Ok(WriteOutcome {
+                added: diff.added,
+                updated: diff.updated,
+                skipped: diff.skipped,
+                removed: diff.removed.len(),
+                first_chunk_id: rows.first().map(|r| r.id.clone()),
+            })
+        })
+        .await?
+    }
+}
+
+struct WriteOutcome {
+    added: usize,
+    updated: usize,
+    skipped: usize,
+    removed: usize,
+    first_chunk_id: Option<String>,
+}
+
+fn build_rows(source: &SourceRow, p: &Prepared, vectors: &HashMap<String, Vec<f32>>, now: &str) -> Result<Vec<NewChunk>> {
+    let total = p.chunks.len();
+    p.chunks
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let hash = &p.hashes[i];
+            let mut meta = Map::new();
+            meta.insert("title".into(), json!(source.title));
+            meta.insert("source".into(), json!(source.source));
+            meta.insert("section".into(), json!(source.section));
+            meta.insert("language".into(), json!(p.languages[i]));
+            meta.insert("source_type".into(), json!(source.source_type));
+            meta.insert("file_type".into(), json!(source.file_type));
+            meta.insert("chunk_index".into(), json!(i));
+            meta.insert("total_chunks".into(), json!(total));
+            meta.insert("heading".into(), json!(c.heading));
+            meta.insert("section_path".into(), json!(c.section_path));
+            meta.insert("page_start".into(), json!(c.page_start));
+            meta.insert("page_end".into(), json!(c.page_end));
+            meta.insert("content_hash".into(), json!(source.content_hash));
+            meta.insert("ingested_at".into(), json!(now));
+            let embedding = vectors
+                .get(hash)
+                .cloned()
+                .ok_or_else(|| Error::Internal(anyhow::anyhow!("no vector for chunk {i}")))?;
+            Ok(NewChunk {
+                id: chunk_id(&source.source, i),
+                position: i as i64,
+                text: c.text.clone(),
+                text_hash: hash.clone(),
+                language: p.languages[i].clone(),
+                metadata: meta,
+                embedding,
+            })
+        })
+        .collect()
+}
+
+fn duplicate_result(base: IngestionResult, (existing, first): (SourceRow, Option<String>)) -> IngestionResult {
+    IngestionResult {
+        title: existing.title.clone(),
+        is_duplicate: true,
+        duplicate_type: Some("content_hash".into()),
+        existing_doc_id: first,
+        existing_doc_title: Some(existing.title),
+        duplicate_message: Some(format!(
+            "identical content is already stored as '{}'; nothing was written",
+            existing.source
+        )),
+        ..base
+    }
+}
+
+fn file_stem(name: &str) -> String {
+    Path::new(name)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| name.to_owned())
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filenames_are_never_paths() {
+        assert_eq!(clean_filename("../../etc/passwd.md").unwrap(), "passwd.md");
+        assert_eq!(clean_filename("C:\\docs\\a.txt").unwrap(), "a.txt");
+        assert!(clean_filename("..").is_err());
+        assert!(clean_filename("dir/").is_err());
+    }
+
+    #[test]
+    fn chunk_ids_are_stable_per_source_and_position() {
+        assert_eq!(chunk_id("a.md", 0), chunk_id("a.md", 0));
+        assert_ne!(chunk_id("a.md", 0), chunk_id("a.md", 1));
+        assert_ne!(chunk_id("a.md", 0), chunk_id("b.md", 0));
+    }
+}

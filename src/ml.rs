@@ -1,0 +1,48 @@
+//! Local models run with candle behind small synchronous traits, each on its own
+//! thread behind a bounded channel. Nothing outside this module names candle.
+
+pub mod device;
+pub mod embed_worker;
+pub mod embedder;
+
+pub use embed_worker::{EmbedHandle, EmbedWorkerOptions};
+pub use embedder::{BertEmbedder, TokenCounter};
+
+use thiserror::Error;
+
+/// Errors from loading or running a model.
+#[derive(Debug, Error)]
+pub enum MlError {
+    /// Model files are missing or malformed.
+    #[error("model could not be loaded: {0}")]
+    Load(String),
+    /// The forward pass failed.
+    #[error("inference failed: {0}")]
+    Inference(String),
+    /// The model's request queue is full.
+    #[error("the embedding queue is full; retry shortly")]
+    Overloaded,
+    /// The model's worker thread has stopped.
+    #[error("the model worker has stopped")]
+    WorkerGone,
+}
+
+impl From<candle_core::Error> for MlError {
+    fn from(e: candle_core::Error) -> Self {
+        MlError::Inference(e.to_string())
+    }
+}
+
+/// A text embedding model: synchronous, driven by [`EmbedHandle`] on one thread.
+pub trait Embedder: Send + 'static {
+    /// Embeds `texts`, one L2-normalised vector per text, in order.
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, MlError>;
+    /// Vector dimension.
+    fn dim(&self) -> usize;
+    /// Tokens per text the model sees (longer texts are truncated), special tokens included.
+    fn max_tokens(&self) -> usize;
+    /// Counts tokens the way the model does, for chunk sizing and batching.
+    fn token_counter(&self) -> TokenCounter;
+    /// Short model name for stats and logs.
+    fn name(&self) -> &str;
+}

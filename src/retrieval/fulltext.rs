@@ -1,0 +1,192 @@
+//! The tantivy index over chunk text. Each commit carries the store generation as its
+//! payload, so a stale or damaged index is detected at start-up and rebuilt.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use parking_lot::Mutex;
+use tantivy::collector::TopDocs;
+use tantivy::query::QueryParser;
+use tantivy::schema::{Field, Schema, Value as _, FAST, INDEXED, STORED, STRING, TEXT};
+use tantivy::{doc, Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+
+use super::OnDisk;
+
+const DIR: &str = "fulltext";
+const WRITER_HEAP: usize = 32 * 1024 * 1024;
+
+struct Fields {
+    key: Field,
+    chunk_id: Field,
+    text: Field,
+}
+
+/// Full-text index of chunks keyed by chunk key.
+pub struct FullTextIndex {
+    dir: PathBuf,
+    fields: Fields,
+    reader: IndexReader,
+    writer: Mutex<IndexWriter>,
+    index: Index,
+}
+
+/// A document to index.
+pub struct FtDoc<'a> {
+    pub key: u64,
+    pub chunk_id: &'a str,
+    pub text: &'a str,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut b = Schema::builder();
+    let key = b.add_u64_field("key", INDEXED | STORED | FAST);
+    let chunk_id = b.add_text_field("chunk_id", STRING | STORED);
+    let text = b.add_text_field("text", TEXT);
+    (b.build(), Fields { key, chunk_id, text })
+}
+
+impl FullTextIndex {
+    /// Opens the index under `data_dir`, or creates an empty one when it is missing or
+    /// unreadable (the caller then rebuilds it from the store).
+    pub fn open(data_dir: &Path) -> anyhow::Result<(Self, OnDisk)> {
+        let dir = data_dir.join(DIR);
+        match Self::open_existing(&dir) {
+            Ok(Some(found)) => return Ok(found),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %format!("{e:#}"), "full-text index unreadable; it will be rebuilt"),
+        }
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+        }
+        std::fs::create_dir_all(&dir)?;
+        let (schema, _) = schema();
+        let index = Index::create_in_dir(&dir, schema).context("creating full-text index")?;
+        Ok((Self::from_index(dir, index)?, OnDisk { generation: None, count: 0 }))
+    }
+
+    fn open_existing(dir: &Path) -> anyhow::Result<Option<(Self, OnDisk)>> {
+        if !dir.join("meta.json").exists() {
+            return Ok(None);
+        }
+        let index = Index::open_in_dir(dir)?;
+        anyhow::ensure!(index.schema() == schema().0, "schema differs");
+        let generation = index.load_metas()?.payload.and_then(|p| p.parse().ok());
+        let this = Self::from_index(dir.to_owned(), index)?;
+        let count = this.reader.searcher().num_docs();
+        Ok(Some((this, OnDisk { generation, count })))
+    }
+
+    fn from_index(dir: PathBuf, index: Index) -> anyhow::Result<Self> {
+        let (_, fields) = schema();
+        let writer = index.writer_with_num_threads(1, WRITER_HEAP)?;
+        let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
+        Ok(Self { dir, fields, reader, writer: Mutex::new(writer), index })
+    }
+
+    /// Directory of the index.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Number of indexed chunks.
+    pub fn len(&self) -> u64 {
+        self.reader.searcher().num_docs()
+    }
+
+    /// Whether nothing is indexed.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Removes `remove` and replaces-or-adds `upsert`, then commits with `generation`.
+    pub fn apply(&self, remove: &[u64], upsert: &[FtDoc<'_>], generation: u64) -> anyhow::Result<()> {
+        let mut w = self.writer.lock();
+        for &k in remove.iter().chain(upsert.iter().map(|d| &d.key)) {
+            w.delete_term(Term::from_field_u64(self.fields.key, k));
+        }
+        for d in upsert {
+            w.add_document(doc!(
+                self.fields.key => d.key,
+                self.fields.chunk_id => d.chunk_id,
+                self.fields.text => d.text,
+            ))?;
+        }
+        Self::commit(&mut w, generation)?;
+        drop(w);
+        self.reader.reload()?;
+        Ok(())
+    }
+
+    /// Drops every document (before a rebuild) and commits.
+    pub fn clear(&self, generation: u64) -> anyhow::Result<()> {
+        let mut w = self.writer.lock();
+        w.delete_all_documents()?;
+        Self::commit(&mut w, generation)?;
+        drop(w);
+        self.reader.reload()?;
+        Ok(())
+    }
+
+    fn commit(w: &mut IndexWriter, generation: u64) -> anyhow::Result<()> {
+        let mut prepared = w.prepare_commit()?;
+        prepared.set_payload(&generation.to_string());
+        prepared.commit()?;
+        Ok(())
+    }
+
+    /// BM25 search over chunk text: `(key, score)` best first.
+    pub fn search(&self, query: &str, limit: usize) -> anyhow::Result<Vec<(u64, f32)>> {
+        let searcher = self.reader.searcher();
+        let mut parser = QueryParser::for_index(&self.index, vec![self.fields.text]);
+        parser.set_conjunction_by_default();
+        // Free text from users is not query syntax: parse leniently and keep what parses.
+        let (q, _errors) = parser.parse_query_lenient(query);
+        let top = searcher.search(&q, &TopDocs::with_limit(limit.max(1)))?;
+        let mut out = Vec::with_capacity(top.len());
+        for (score, addr) in top {
+            let d: TantivyDocument = searcher.doc(addr)?;
+            if let Some(k) = d.get_first(self.fields.key).and_then(|v| v.as_u64()) {
+                out.push((k, score));
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn indexes_searches_and_reopens_with_generation() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ft, disk) = FullTextIndex::open(dir.path()).unwrap();
+        assert_eq!(disk.generation, None);
+        ft.apply(
+            &[],
+            &[
+                FtDoc { key: 1, chunk_id: "a", text: "torque wrench SKU-4471-B" },
+                FtDoc { key: 2, chunk_id: "b", text: "password reset steps" },
+            ],
+            3,
+        )
+        .unwrap();
+        assert_eq!(ft.search("password", 5).unwrap()[0].0, 2);
+        ft.apply(&[2], &[], 4).unwrap();
+        assert!(ft.search("password", 5).unwrap().is_empty());
+        drop(ft);
+        let (ft, disk) = FullTextIndex::open(dir.path()).unwrap();
+        assert_eq!(disk, OnDisk { generation: Some(4), count: 1 });
+        assert_eq!(ft.search("wrench", 5).unwrap()[0].0, 1);
+    }
+
+    #[test]
+    fn garbage_directory_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(DIR)).unwrap();
+        std::fs::write(dir.path().join(DIR).join("meta.json"), b"{not json").unwrap();
+        let (ft, disk) = FullTextIndex::open(dir.path()).unwrap();
+        assert_eq!(disk.generation, None);
+        assert!(ft.is_empty());
+    }
+}

@@ -1,0 +1,261 @@
+//! The usearch HNSW index (cosine), persisted as `vectors.usearch` plus a small JSON
+//! sidecar holding the store generation, the count and a checksum of the index file.
+//! A missing, mismatched or corrupt file opens as empty so the caller rebuilds it.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use anyhow::Context as _;
+use parking_lot::{Mutex, RwLock};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
+
+use super::OnDisk;
+
+const FILE: &str = "vectors.usearch";
+const META: &str = "vectors.usearch.json";
+
+#[derive(Serialize, Deserialize)]
+struct Meta {
+    generation: u64,
+    count: u64,
+    dim: usize,
+    sha256: String,
+}
+
+/// A vector index keyed by chunk key.
+pub struct VectorIndex {
+    index: RwLock<Index>,
+    dir: PathBuf,
+    dim: usize,
+    /// Generation of the in-memory state; saved with the file.
+    generation: AtomicU64,
+    dirty: AtomicBool,
+    /// Held while writing files, so a final save waits for one in progress.
+    saving: Mutex<()>,
+}
+
+/// One nearest neighbour: chunk key and cosine similarity (higher is closer).
+#[derive(Debug, Clone, Copy)]
+pub struct Hit {
+    pub key: u64,
+    pub similarity: f32,
+}
+
+fn new_index(dim: usize) -> anyhow::Result<Index> {
+    let opts = IndexOptions {
+        dimensions: dim,
+        metric: MetricKind::Cos,
+        quantization: ScalarKind::F32,
+        connectivity: 16,
+        expansion_add: 128,
+        expansion_search: 64,
+        multi: false,
+    };
+    Index::new(&opts).map_err(|e| anyhow::anyhow!("usearch: {e}"))
+}
+
+fn sha256_file(path: &Path) -> anyhow::Result<String> {
+    let mut f = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    std::io::copy(&mut f, &mut h)?;
+    Ok(hex::encode(h.finalize()))
+}
+
+impl VectorIndex {
+    /// Opens the index in `dir`, or an empty one when the files are missing, do not
+    /// match `dim`, or fail their checksum.
+    pub fn open(dir: &Path, dim: usize) -> anyhow::Result<(Self, OnDisk)> {
+        let (index, on_disk) = match Self::load(dir, dim) {
+            Ok(Some((index, meta))) => (index, OnDisk { generation: Some(meta.generation), count: meta.count }),
+            Ok(None) => (new_index(dim)?, OnDisk { generation: None, count: 0 }),
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "vector index unreadable; it will be rebuilt");
+                (new_index(dim)?, OnDisk { generation: None, count: 0 })
+            }
+        };
+        let generation = on_disk.generation.unwrap_or(0);
+        Ok((
+            Self {
+                index: RwLock::new(index),
+                dir: dir.to_owned(),
+                dim,
+                generation: AtomicU64::new(generation),
+                dirty: AtomicBool::new(false),
+                saving: Mutex::new(()),
+            },
+            on_disk,
+        ))
+    }
+
+    fn load(dir: &Path, dim: usize) -> anyhow::Result<Option<(Index, Meta)>> {
+        let (file, meta_path) = (dir.join(FILE), dir.join(META));
+        if !file.exists() || !meta_path.exists() {
+            return Ok(None);
+        }
+        let meta: Meta = serde_json::from_slice(&std::fs::read(&meta_path)?).context("sidecar")?;
+        anyhow::ensure!(meta.dim == dim, "dimension {} on disk, model has {dim}", meta.dim);
+        // Checked before usearch reads it: a damaged graph must never be loaded.
+        anyhow::ensure!(sha256_file(&file)? == meta.sha256, "checksum mismatch");
+        let index = new_index(dim)?;
+        let path = file.to_str().context("non-UTF-8 data path")?;
+        index.load(path).map_err(|e| anyhow::anyhow!("usearch load: {e}"))?;
+        anyhow::ensure!(index.size() as u64 == meta.count, "count mismatch");
+        Ok(Some((index, meta)))
+    }
+
+    /// Vector dimension.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Number of vectors.
+    pub fn len(&self) -> usize {
+        self.index.read().size()
+    }
+
+    /// Whether the index holds no vectors.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Path of the index file.
+    pub fn path(&self) -> PathBuf {
+        self.dir.join(FILE)
+    }
+
+    /// Drops every vector (before a rebuild).
+    pub fn clear(&self) -> anyhow::Result<()> {
+        *self.index.write() = new_index(self.dim)?;
+        self.dirty.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Removes `remove`, then inserts or replaces `upsert`, and records `generation`.
+    pub fn apply(&self, remove: &[u64], upsert: &[(u64, &[f32])], generation: u64) -> anyhow::Result<()> {
+        let index = self.index.write();
+        for &k in remove.iter().chain(upsert.iter().map(|(k, _)| k)) {
+            if index.contains(k) {
+                index.remove(k).map_err(|e| anyhow::anyhow!("usearch remove: {e}"))?;
+            }
+        }
+        let needed = index.size() + upsert.len();
+        if needed > index.capacity() {
+            index
+                .reserve(needed.max(index.capacity() * 2).max(1024))
+                .map_err(|e| anyhow::anyhow!("usearch reserve: {e}"))?;
+        }
+        for (k, v) in upsert {
+            anyhow::ensure!(v.len() == self.dim, "vector of {} dims, index has {}", v.len(), self.dim);
+            index.add(*k, v).map_err(|e| anyhow::anyhow!("usearch add: {e}"))?;
+        }
+        self.generation.store(generation, Ordering::Release);
+        self.dirty.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// The `k` nearest vectors to `query`.
+    pub fn search(&self, query: &[f32], k: usize) -> anyhow::Result<Vec<Hit>> {
+        let index = self.index.read();
+        if index.size() == 0 || k == 0 {
+            return Ok(Vec::new());
+        }
+        let m = index.search(query, k).map_err(|e| anyhow::anyhow!("usearch search: {e}"))?;
+        Ok(m.keys
+            .into_iter()
+            .zip(m.distances)
+            .map(|(key, d)| Hit { key, similarity: 1.0 - d })
+            .collect())
+    }
+
+    /// Writes the index and its sidecar atomically if anything changed since the last save.
+    pub fn save_if_dirty(&self) -> anyhow::Result<bool> {
+        let _saving = self.saving.lock();
+        if !self.dirty.swap(false, Ordering::AcqRel) {
+            return Ok(false);
+        }
+        if let Err(e) = self.save() {
+            self.dirty.store(true, Ordering::Release);
+            return Err(e);
+        }
+        Ok(true)
+    }
+
+    fn save(&self) -> anyhow::Result<()> {
+        let index = self.index.read();
+        let generation = self.generation.load(Ordering::Acquire);
+        let tmp = self.dir.join(format!("{FILE}.tmp"));
+        index
+            .save(tmp.to_str().context("non-UTF-8 data path")?)
+            .map_err(|e| anyhow::anyhow!("usearch save: {e}"))?;
+        std::fs::File::open(&tmp)?.sync_all()?;
+        let meta = Meta { generation, count: index.size() as u64, dim: self.dim, sha256: sha256_file(&tmp)? };
+        drop(index);
+        std::fs::rename(&tmp, self.dir.join(FILE))?;
+        let meta_tmp = self.dir.join(format!("{META}.tmp"));
+        let mut f = std::fs::File::create(&meta_tmp)?;
+        f.write_all(&serde_json::to_vec(&meta)?)?;
+        f.sync_all()?;
+        std::fs::rename(&meta_tmp, self.dir.join(META))?;
+        tracing::debug!(generation, count = meta.count, "vector index saved");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unit(v: &[f32]) -> Vec<f32> {
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.iter().map(|x| x / n).collect()
+    }
+
+    #[test]
+    fn saves_reloads_and_rejects_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let (idx, disk) = VectorIndex::open(dir.path(), 3).unwrap();
+        assert_eq!(disk.generation, None);
+        let a = unit(&[1.0, 0.0, 0.0]);
+        let b = unit(&[0.0, 1.0, 0.0]);
+        idx.apply(&[], &[(1, &a), (2, &b)], 7).unwrap();
+        let hits = idx.search(&unit(&[0.9, 0.1, 0.0]), 2).unwrap();
+        assert_eq!(hits[0].key, 1);
+        assert!(hits[0].similarity > hits[1].similarity);
+        assert!(idx.save_if_dirty().unwrap());
+        assert!(!idx.save_if_dirty().unwrap());
+
+        let (idx2, disk) = VectorIndex::open(dir.path(), 3).unwrap();
+        assert_eq!(disk, OnDisk { generation: Some(7), count: 2 });
+        assert_eq!(idx2.search(&b, 1).unwrap()[0].key, 2);
+        drop(idx2);
+
+        // A flipped byte fails the checksum: the index opens empty, to be rebuilt.
+        let file = dir.path().join(FILE);
+        let mut bytes = std::fs::read(&file).unwrap();
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 0xff;
+        std::fs::write(&file, bytes).unwrap();
+        let (idx3, disk) = VectorIndex::open(dir.path(), 3).unwrap();
+        assert_eq!(disk.generation, None);
+        assert!(idx3.is_empty());
+        // A different dimension is also not loaded.
+        let (_, disk) = VectorIndex::open(dir.path(), 4).unwrap();
+        assert_eq!(disk.generation, None);
+    }
+
+    #[test]
+    fn apply_replaces_and_removes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (idx, _) = VectorIndex::open(dir.path(), 2).unwrap();
+        idx.apply(&[], &[(5, &[1.0, 0.0]), (6, &[0.0, 1.0])], 1).unwrap();
+        idx.apply(&[6], &[(5, &[0.0, 1.0])], 2).unwrap();
+        assert_eq!(idx.len(), 1);
+        let hits = idx.search(&[0.0, 1.0], 5).unwrap();
+        assert_eq!(hits.len(), 1);
+        assert_eq!(hits[0].key, 5);
+        assert!(hits[0].similarity > 0.99);
+    }
+}

@@ -1,0 +1,79 @@
+//! `AppState`: the one place where services are built and wired.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use crate::config::Config;
+use crate::kb::{indexes, KnowledgeBase};
+use crate::ml::{device, BertEmbedder, EmbedHandle, EmbedWorkerOptions};
+use crate::retrieval::{FullTextIndex, VectorIndex};
+use crate::store::Store;
+
+/// How often a changed vector index is written to disk.
+const FLUSH_EVERY: Duration = Duration::from_secs(2);
+
+/// Shared state of the running server.
+#[derive(Clone)]
+pub struct AppState {
+    pub config: Arc<Config>,
+    pub kb: Arc<KnowledgeBase>,
+    flusher: Arc<tokio::task::JoinHandle<()>>,
+}
+
+impl AppState {
+    /// Opens the data directory, loads the embedder, reconciles the indexes and starts
+    /// background upkeep. A missing model is a clean start-up error.
+    pub async fn build(config: Config) -> anyhow::Result<Self> {
+        let config = Arc::new(config);
+        let cfg = config.clone();
+        let kb = tokio::task::spawn_blocking(move || -> anyhow::Result<KnowledgeBase> {
+            std::fs::create_dir_all(&cfg.data_dir)
+                .with_context(|| format!("creating data directory {}", cfg.data_dir.display()))?;
+            let store = Store::open(&cfg.data_dir.join("ragd.sqlite")).context("opening the database")?;
+
+            let model_dir = cfg.embedding_model_dir();
+            let started = std::time::Instant::now();
+            let model = BertEmbedder::load(&model_dir, device::best_device(), cfg.embed_batch_size).with_context(|| {
+                format!(
+                    "loading the embedder from {} (run scripts/setup.sh to install it)",
+                    model_dir.display()
+                )
+            })?;
+            tracing::info!(model = %model_dir.display(), elapsed_ms = started.elapsed().as_millis() as u64, "embedder loaded");
+            let dim = crate::ml::Embedder::dim(&model);
+            let embedder = EmbedHandle::spawn(
+                model,
+                EmbedWorkerOptions { queue_capacity: cfg.embed_queue_capacity, max_texts_per_call: cfg.embed_batch_size * 4 },
+            )?;
+
+            let (vectors, vdisk) = VectorIndex::open(&cfg.data_dir, dim)?;
+            let (fulltext, fdisk) = FullTextIndex::open(&cfg.data_dir)?;
+            indexes::reconcile(&store, &vectors, vdisk, &fulltext, fdisk).context("reconciling indexes")?;
+            Ok(KnowledgeBase::new(store, Arc::new(vectors), Arc::new(fulltext), embedder))
+        })
+        .await??;
+        let kb = Arc::new(kb);
+        let flusher = tokio::spawn(flush_loop(kb.clone()));
+        Ok(Self { config, kb, flusher: Arc::new(flusher) })
+    }
+
+    /// Stops background upkeep and writes the indexes to disk.
+    pub async fn shutdown(&self) -> anyhow::Result<()> {
+        self.flusher.abort();
+        self.kb.flush().await?;
+        Ok(())
+    }
+}
+
+async fn flush_loop(kb: Arc<KnowledgeBase>) {
+    let mut tick = tokio::time::interval(FLUSH_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if let Err(e) = kb.flush().await {
+            tracing::error!(error = %e, "saving the vector index failed; will retry");
+        }
+    }
+}

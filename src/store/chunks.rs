@@ -1,0 +1,295 @@
+//! Sources (one uploaded file or scraped URL) and their chunks, with embeddings.
+//! Every write bumps the generation that the derived indexes record.
+
+use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
+use serde_json::{Map, Value};
+
+use crate::error::Result;
+
+/// One stored source.
+#[derive(Debug, Clone)]
+pub struct SourceRow {
+    pub id: String,
+    pub source: String,
+    pub source_type: String,
+    pub title: String,
+    pub file_type: String,
+    pub section: String,
+    pub content_hash: String,
+    pub chunk_count: i64,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// One stored chunk (without its embedding).
+#[derive(Debug, Clone)]
+pub struct ChunkRow {
+    /// Key in the vector and full-text indexes.
+    pub key: u64,
+    pub id: String,
+    pub source_id: String,
+    pub position: i64,
+    pub text: String,
+    pub language: String,
+    pub metadata: Map<String, Value>,
+}
+
+/// A chunk to store at a position of a source.
+#[derive(Debug, Clone)]
+pub struct NewChunk {
+    pub id: String,
+    pub position: i64,
+    pub text: String,
+    pub text_hash: String,
+    pub language: String,
+    pub metadata: Map<String, Value>,
+    pub embedding: Vec<f32>,
+}
+
+/// What [`replace_chunks`] changed, for the derived indexes and the ingestion counts.
+#[derive(Debug, Default)]
+pub struct ChunkDiff {
+    /// Keys whose text (and vector) are new: inserted positions and changed ones.
+    pub upserted: Vec<(u64, usize)>,
+    /// Positions that were new.
+    pub added: usize,
+    /// Positions whose text changed.
+    pub updated: usize,
+    /// Positions whose text was unchanged.
+    pub skipped: usize,
+    /// Keys of positions that no longer exist.
+    pub removed: Vec<u64>,
+}
+
+const SOURCE_COLS: &str =
+    "id, source, source_type, title, file_type, section, content_hash, chunk_count, created_at, updated_at";
+const CHUNK_COLS: &str = "key, id, source_id, position, text, language, metadata";
+
+fn source_row(r: &Row<'_>) -> rusqlite::Result<SourceRow> {
+    Ok(SourceRow {
+        id: r.get(0)?,
+        source: r.get(1)?,
+        source_type: r.get(2)?,
+        title: r.get(3)?,
+        file_type: r.get(4)?,
+        section: r.get(5)?,
+        content_hash: r.get(6)?,
+        chunk_count: r.get(7)?,
+        created_at: r.get(8)?,
+        updated_at: r.get(9)?,
+    })
+}
+
+fn chunk_row(r: &Row<'_>) -> rusqlite::Result<ChunkRow> {
+    let meta: String = r.get(6)?;
+    Ok(ChunkRow {
+        key: r.get::<_, i64>(0)? as u64,
+        id: r.get(1)?,
+        source_id: r.get(2)?,
+        position: r.get(3)?,
+        text: r.get(4)?,
+        language: r.get(5)?,
+        metadata: serde_json::from_str(&meta).unwrap_or_default(),
+    })
+}
+
+/// Encodes a vector as little-endian f32 bytes.
+pub fn encode_vector(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Decodes [`encode_vector`]'s bytes.
+pub fn decode_vector(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+/// The source with this content hash, if any.
+pub fn source_by_hash(c: &Connection, hash: &str) -> Result<Option<SourceRow>> {
+    let sql = format!("SELECT {SOURCE_COLS} FROM sources WHERE content_hash = ?1 LIMIT 1");
+    Ok(c.query_row(&sql, [hash], source_row).optional()?)
+}
+
+/// The source with this name (file name or URL), if any.
+pub fn source_by_name(c: &Connection, source: &str) -> Result<Option<SourceRow>> {
+    let sql = format!("SELECT {SOURCE_COLS} FROM sources WHERE source = ?1");
+    Ok(c.query_row(&sql, [source], source_row).optional()?)
+}
+
+/// Id of a source's first chunk.
+pub fn first_chunk_id(c: &Connection, source_id: &str) -> Result<Option<String>> {
+    Ok(c
+        .query_row(
+            "SELECT id FROM chunks WHERE source_id = ?1 ORDER BY position LIMIT 1",
+            [source_id],
+            |r| r.get(0),
+        )
+        .optional()?)
+}
+
+/// Stored vectors of a source's chunks by text hash, so re-ingestion embeds only new text.
+pub fn vectors_by_hash(c: &Connection, source_id: &str) -> Result<std::collections::HashMap<String, Vec<f32>>> {
+    let mut st = c.prepare_cached("SELECT text_hash, embedding FROM chunks WHERE source_id = ?1")?;
+    let rows = st.query_map([source_id], |r| Ok((r.get::<_, String>(0)?, decode_vector(&r.get::<_, Vec<u8>>(1)?))))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Inserts or updates a source row.
+pub fn upsert_source(tx: &Transaction<'_>, s: &SourceRow) -> Result<()> {
+    tx.execute(
+        "INSERT INTO sources (id, source, source_type, title, file_type, section, content_hash,
+                              chunk_count, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+         ON CONFLICT(id) DO UPDATE SET title = excluded.title, file_type = excluded.file_type,
+             section = excluded.section, content_hash = excluded.content_hash,
+             chunk_count = excluded.chunk_count, updated_at = excluded.updated_at",
+        params![
+            s.id,
+            s.source,
+            s.source_type,
+            s.title,
+            s.file_type,
+            s.section,
+            s.content_hash,
+            s.chunk_count,
+            s.created_at,
+            s.updated_at
+        ],
+    )?;
+    Ok(())
+}
+
+/// Makes a source's chunks exactly `chunks` (positions 0..n): unchanged positions keep
+/// their key and vector, changed ones are rewritten in place, extra ones are deleted.
+pub fn replace_chunks(tx: &Transaction<'_>, source_id: &str, chunks: &[NewChunk]) -> Result<ChunkDiff> {
+    let mut existing = std::collections::HashMap::new();
+    {
+        let mut st = tx.prepare_cached("SELECT position, key, text_hash FROM chunks WHERE source_id = ?1")?;
+        let rows = st.query_map([source_id], |r| {
+            Ok((r.get::<_, i64>(0)?, (r.get::<_, i64>(1)? as u64, r.get::<_, String>(2)?)))
+        })?;
+        for row in rows {
+            let (pos, v) = row?;
+            existing.insert(pos, v);
+        }
+    }
+    let mut diff = ChunkDiff::default();
+    for (i, ch) in chunks.iter().enumerate() {
+        let meta = Value::Object(ch.metadata.clone()).to_string();
+        match existing.remove(&ch.position) {
+            Some((key, hash)) if hash == ch.text_hash => {
+                tx.execute(
+                    "UPDATE chunks SET metadata = ?2, language = ?3 WHERE key = ?1",
+                    params![key as i64, meta, ch.language],
+                )?;
+                diff.skipped += 1;
+            }
+            Some((key, _)) => {
+                tx.execute(
+                    "UPDATE chunks SET text = ?2, text_hash = ?3, language = ?4, metadata = ?5,
+                         embedding = ?6, id = ?7 WHERE key = ?1",
+                    params![
+                        key as i64,
+                        ch.text,
+                        ch.text_hash,
+                        ch.language,
+                        meta,
+                        encode_vector(&ch.embedding),
+                        ch.id
+                    ],
+                )?;
+                diff.updated += 1;
+                diff.upserted.push((key, i));
+            }
+            None => {
+                tx.execute(
+                    "INSERT INTO chunks (id, source_id, position, text, text_hash, language, metadata, embedding)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    params![
+                        ch.id,
+                        source_id,
+                        ch.position,
+                        ch.text,
+                        ch.text_hash,
+                        ch.language,
+                        meta,
+                        encode_vector(&ch.embedding)
+                    ],
+                )?;
+                diff.added += 1;
+                diff.upserted.push((tx.last_insert_rowid() as u64, i));
+            }
+        }
+    }
+    for (_, (key, _)) in existing {
+        tx.execute("DELETE FROM chunks WHERE key = ?1", [key as i64])?;
+        diff.removed.push(key);
+    }
+    Ok(diff)
+}
+
+/// Increments and returns the write generation; call in every transaction that
+/// changes chunks.
+pub fn bump_generation(tx: &Transaction<'_>) -> Result<u64> {
+    Ok(tx.query_row(
+        "UPDATE index_state SET generation = generation + 1 WHERE id = 1 RETURNING generation",
+        [],
+        |r| r.get::<_, i64>(0),
+    )? as u64)
+}
+
+/// The current write generation.
+pub fn generation(c: &Connection) -> Result<u64> {
+    Ok(c.query_row("SELECT generation FROM index_state WHERE id = 1", [], |r| r.get::<_, i64>(0))? as u64)
+}
+
+/// Number of stored chunks.
+pub fn count_chunks(c: &Connection) -> Result<u64> {
+    Ok(c.query_row("SELECT COUNT(*) FROM chunks", [], |r| r.get::<_, i64>(0))? as u64)
+}
+
+/// Number of stored sources.
+pub fn count_sources(c: &Connection) -> Result<u64> {
+    Ok(c.query_row("SELECT COUNT(*) FROM sources", [], |r| r.get::<_, i64>(0))? as u64)
+}
+
+/// One chunk by id.
+pub fn chunk_by_id(c: &Connection, id: &str) -> Result<ChunkRow> {
+    let sql = format!("SELECT {CHUNK_COLS} FROM chunks WHERE id = ?1");
+    c.query_row(&sql, [id], chunk_row)
+        .map_err(|e| super::not_found(e, || format!("document '{id}' not found")))
+}
+
+/// A page of chunks in ingestion order.
+pub fn list_chunks(c: &Connection, offset: u64, limit: u64) -> Result<Vec<ChunkRow>> {
+    let sql = format!("SELECT {CHUNK_COLS} FROM chunks ORDER BY key LIMIT ?1 OFFSET ?2");
+    let mut st = c.prepare_cached(&sql)?;
+    let rows = st.query_map(params![limit as i64, offset as i64], chunk_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// The chunks with these keys (missing keys are skipped), in no particular order.
+pub fn chunks_by_keys(c: &Connection, keys: &[u64]) -> Result<Vec<ChunkRow>> {
+    let sql = format!("SELECT {CHUNK_COLS} FROM chunks WHERE key = ?1");
+    let mut st = c.prepare_cached(&sql)?;
+    let mut out = Vec::with_capacity(keys.len());
+    for &k in keys {
+        if let Some(row) = st.query_row([k as i64], chunk_row).optional()? {
+            out.push(row);
+        }
+    }
+    Ok(out)
+}
+
+/// Calls `f(key, text, embedding)` for every chunk, for rebuilding derived indexes.
+pub fn for_each_chunk(c: &Connection, mut f: impl FnMut(u64, &str, &str, Vec<f32>) -> Result<()>) -> Result<()> {
+    let mut st = c.prepare("SELECT key, id, text, embedding FROM chunks ORDER BY key")?;
+    let mut rows = st.query([])?;
+    while let Some(r) = rows.next()? {
+        let key = r.get::<_, i64>(0)? as u64;
+        let id: String = r.get(1)?;
+        let text: String = r.get(2)?;
+        let blob: Vec<u8> = r.get(3)?;
+        f(key, &id, &text, decode_vector(&blob))?;
+    }
+    Ok(())
+}
