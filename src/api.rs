@@ -23,7 +23,10 @@ pub fn app(state: AppState) -> Router {
     let v1 = kb::routes(&state.config)
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
-        .layer(middleware::from_fn_with_state(state.clone(), auth::require_api_key));
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_api_key,
+        ));
     Router::new()
         .route("/", get(root))
         .nest("/api/v1", v1)

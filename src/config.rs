@@ -114,7 +114,10 @@ impl Layer {
         let get = |k: &str| vars.get(k).filter(|v| !v.is_empty()).cloned();
         let parse = |k: &str| -> anyhow::Result<Option<u64>> {
             get(k)
-                .map(|v| v.parse::<u64>().with_context(|| format!("{k}={v:?} is not a number")))
+                .map(|v| {
+                    v.parse::<u64>()
+                        .with_context(|| format!("{k}={v:?} is not a number"))
+                })
                 .transpose()
         };
         let log_format = match get("RAGD_LOG_FORMAT").as_deref() {
@@ -180,7 +183,10 @@ impl Config {
 
     fn validate(&self) -> anyhow::Result<()> {
         if self.embed_batch_size == 0 || self.embed_batch_size > 512 {
-            bail!("embed_batch_size must be 1-512, got {}", self.embed_batch_size);
+            bail!(
+                "embed_batch_size must be 1-512, got {}",
+                self.embed_batch_size
+            );
         }
         if self.embed_queue_capacity == 0 {
             bail!("embed_queue_capacity must be at least 1");
@@ -216,13 +222,17 @@ mod tests {
 
     #[test]
     fn layers_apply_in_order() {
-        let file: Layer = toml::from_str("port = 9000\nhost = \"0.0.0.0\"\napi_keys = [\"a\", \"b\"]").unwrap();
+        let file: Layer =
+            toml::from_str("port = 9000\nhost = \"0.0.0.0\"\napi_keys = [\"a\", \"b\"]").unwrap();
         let env = Layer::from_env(&HashMap::from([
             ("RAGD_PORT".to_string(), "9100".to_string()),
             ("API_KEYS".to_string(), "x, y,".to_string()),
         ]))
         .unwrap();
-        let flags = Layer { port: Some(9200), ..Layer::default() };
+        let flags = Layer {
+            port: Some(9200),
+            ..Layer::default()
+        };
         let c = Config::resolve([file, env, flags]).unwrap();
         assert_eq!(c.port, 9200);
         assert_eq!(c.host, "0.0.0.0");
@@ -242,15 +252,24 @@ mod tests {
         assert!(toml::from_str::<Layer>("prot = 1").is_err());
         let env = HashMap::from([("RAGD_PORT".into(), "http".into())]);
         assert!(Layer::from_env(&env).is_err());
-        let bad = Layer { embed_batch_size: Some(0), ..Layer::default() };
+        let bad = Layer {
+            embed_batch_size: Some(0),
+            ..Layer::default()
+        };
         assert!(Config::resolve([bad]).is_err());
     }
 
     #[test]
     fn model_dir_is_under_models_unless_a_path() {
         let c = Config::default();
-        assert_eq!(c.embedding_model_dir(), PathBuf::from("models/all-MiniLM-L6-v2"));
-        let c = Config { embedding_model: "/opt/m".into(), ..Config::default() };
+        assert_eq!(
+            c.embedding_model_dir(),
+            PathBuf::from("models/all-MiniLM-L6-v2")
+        );
+        let c = Config {
+            embedding_model: "/opt/m".into(),
+            ..Config::default()
+        };
         assert_eq!(c.embedding_model_dir(), PathBuf::from("/opt/m"));
     }
 }

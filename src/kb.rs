@@ -29,8 +29,19 @@ pub struct KnowledgeBase {
 
 impl KnowledgeBase {
     /// Wires the parts together; [`indexes::reconcile`] must have run on the indexes.
-    pub fn new(store: Store, vectors: Arc<VectorIndex>, fulltext: Arc<FullTextIndex>, embedder: EmbedHandle) -> Self {
-        Self { store, vectors, fulltext, embedder, write_lock: tokio::sync::Mutex::new(()) }
+    pub fn new(
+        store: Store,
+        vectors: Arc<VectorIndex>,
+        fulltext: Arc<FullTextIndex>,
+        embedder: EmbedHandle,
+    ) -> Self {
+        Self {
+            store,
+            vectors,
+            fulltext,
+            embedder,
+            write_lock: tokio::sync::Mutex::new(()),
+        }
     }
 
     /// The embedder handle (for stats and health).

@@ -8,7 +8,11 @@ use clap::{Args, Parser, Subcommand};
 use ragd::config::{Config, KeyList, Layer, LogFormat};
 
 #[derive(Parser)]
-#[command(name = "ragd", version, about = "An offline knowledge base and AI assistant")]
+#[command(
+    name = "ragd",
+    version,
+    about = "An offline knowledge base and AI assistant"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -57,7 +61,13 @@ impl ServeArgs {
             models_dir: self.models_dir.clone(),
             embedding_model: self.embedding_model.clone(),
             api_keys: self.api_keys.clone().map(KeyList::Csv),
-            log_format: self.log_format.as_deref().map(|f| if f == "json" { LogFormat::Json } else { LogFormat::Text }),
+            log_format: self.log_format.as_deref().map(|f| {
+                if f == "json" {
+                    LogFormat::Json
+                } else {
+                    LogFormat::Text
+                }
+            }),
             ..Layer::default()
         }
     }
@@ -65,9 +75,15 @@ impl ServeArgs {
 
 fn load_config(args: &ServeArgs) -> anyhow::Result<Config> {
     let env: HashMap<String, String> = std::env::vars().collect();
-    let file = match args.config.clone().or_else(|| env.get("RAGD_CONFIG").map(PathBuf::from)) {
+    let file = match args
+        .config
+        .clone()
+        .or_else(|| env.get("RAGD_CONFIG").map(PathBuf::from))
+    {
         Some(path) => Layer::from_file(&path)?,
-        None if std::path::Path::new("ragd.toml").exists() => Layer::from_file("ragd.toml".as_ref())?,
+        None if std::path::Path::new("ragd.toml").exists() => {
+            Layer::from_file("ragd.toml".as_ref())?
+        }
         None => Layer::default(),
     };
     Config::resolve([file, Layer::from_env(&env)?, args.layer()])
@@ -110,7 +126,9 @@ async fn main() -> anyhow::Result<()> {
             let config = load_config(&args)?;
             init_tracing(config.log_format);
             let addr = format!("{}:{}", config.host, config.port);
-            let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("binding {addr}"))?;
+            let listener = tokio::net::TcpListener::bind(&addr)
+                .await
+                .with_context(|| format!("binding {addr}"))?;
             ragd::run(config, listener, shutdown_signal()).await
         }
     }

@@ -55,7 +55,9 @@ impl Format {
         match ext.as_str() {
             "txt" => Ok(Format::Text),
             "md" | "markdown" => Ok(Format::Markdown),
-            "" => Err(ParseError::Unsupported(format!("'{name}' has no file extension"))),
+            "" => Err(ParseError::Unsupported(format!(
+                "'{name}' has no file extension"
+            ))),
             other => Err(ParseError::Unsupported(format!(
                 "unsupported file type '.{other}'; supported: {}",
                 SUPPORTED.join(", ")

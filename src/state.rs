@@ -56,7 +56,11 @@ impl AppState {
         .await??;
         let kb = Arc::new(kb);
         let flusher = tokio::spawn(flush_loop(kb.clone()));
-        Ok(Self { config, kb, flusher: Arc::new(flusher) })
+        Ok(Self {
+            config,
+            kb,
+            flusher: Arc::new(flusher),
+        })
     }
 
     /// Stops background upkeep and writes the indexes to disk.

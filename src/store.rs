@@ -81,7 +81,10 @@ impl Store {
     }
 
     /// Runs `f` inside one write transaction on the calling thread; commits if it returns Ok.
-    pub fn write_sync<T>(&self, f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
+    pub fn write_sync<T>(
+        &self,
+        f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>,
+    ) -> Result<T> {
         let mut conn = self.inner.writer.lock();
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let out = f(&tx)?;

@@ -8,27 +8,52 @@ use ragd::parse::{parse, Format};
 
 #[test]
 fn every_chunk_fits_and_no_text_is_lost() {
-    let model = BertEmbedder::load(&common::models_dir().join("all-MiniLM-L6-v2"), device::best_device(), 8)
-        .expect("run scripts/setup.sh");
+    let model = BertEmbedder::load(
+        &common::models_dir().join("all-MiniLM-L6-v2"),
+        device::best_device(),
+        8,
+    )
+    .expect("run scripts/setup.sh");
     let counter = model.token_counter();
     let window = model.max_tokens();
-    let long_para: String = (0..400).map(|i| format!("Sentence number {i} talks about retrieval. ")).collect();
+    let long_para: String = (0..400)
+        .map(|i| format!("Sentence number {i} talks about retrieval. "))
+        .collect();
     let no_spaces = "x".repeat(3000);
     let arabic = "اللغة العربية جميلة جدا ".repeat(120);
-    let deep: String = (1..=6).map(|l| format!("{} Heading level {l} with quite a few words in it\n\n", "#".repeat(l))).collect();
+    let deep: String = (1..=6)
+        .map(|l| {
+            format!(
+                "{} Heading level {l} with quite a few words in it\n\n",
+                "#".repeat(l)
+            )
+        })
+        .collect();
     let md = format!(
         "# Guide\n\nShort intro.\n\n## Long part\n\n{long_para}\n\n## Word\n\n{no_spaces}\n\n## Arabic\n\n{arabic}\n\n{deep}Tail text under the deepest heading.\n"
     );
     let doc = parse(Format::Markdown, md.as_bytes()).unwrap();
     let chunks = for_retrieval(&doc, &counter, window);
-    assert!(chunks.len() > 10, "expected many chunks, got {}", chunks.len());
+    assert!(
+        chunks.len() > 10,
+        "expected many chunks, got {}",
+        chunks.len()
+    );
     for c in &chunks {
         let n = counter.count(&c.embed_input());
-        assert!(n <= window, "chunk of {n} tokens > {window}: {:?}", &c.text[..c.text.len().min(80)]);
+        assert!(
+            n <= window,
+            "chunk of {n} tokens > {window}: {:?}",
+            &c.text[..c.text.len().min(80)]
+        );
         assert!(!c.text.trim().is_empty());
     }
     // Every word of the source appears, in order, across the chunks.
-    let joined: String = chunks.iter().map(|c| c.text.as_str()).collect::<Vec<_>>().join(" ");
+    let joined: String = chunks
+        .iter()
+        .map(|c| c.text.as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
     let flat: String = joined.split_whitespace().collect::<Vec<_>>().join("");
     let source_words: String = md
         .lines()
@@ -36,7 +61,12 @@ fn every_chunk_fits_and_no_text_is_lost() {
         .flat_map(str::split_whitespace)
         .collect::<Vec<_>>()
         .join("");
-    assert_eq!(flat, source_words, "chunk text differs from the source text");
+    assert_eq!(
+        flat, source_words,
+        "chunk text differs from the source text"
+    );
     assert!(chunks.iter().any(|c| c.section_path == "Guide > Long part"));
-    assert!(chunks.iter().any(|c| c.heading == "Heading level 6 with quite a few words in it"));
+    assert!(chunks
+        .iter()
+        .any(|c| c.heading == "Heading level 6 with quite a few words in it"));
 }

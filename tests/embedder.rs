@@ -13,7 +13,11 @@ fn load() -> BertEmbedder {
 }
 
 fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let dot: f64 = a.iter().zip(b).map(|(x, y)| (*x as f64) * (*y as f64)).sum();
+    let dot: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (*x as f64) * (*y as f64))
+        .sum();
     let na: f64 = a.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
     let nb: f64 = b.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
     dot / (na * nb)
@@ -28,7 +32,12 @@ fn reference() -> Vec<(String, Vec<f32>)> {
         .unwrap()
         .iter()
         .map(|it| {
-            let e = it["embedding"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
+            let e = it["embedding"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap() as f32)
+                .collect();
             (it["text"].as_str().unwrap().to_owned(), e)
         })
         .collect()
@@ -73,13 +82,26 @@ fn long_text_is_truncated_to_the_window() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_batches_concurrent_requests_in_order() {
     let model = load();
-    let expected = model.embed(&["alpha one", "beta two", "gamma three"]).unwrap();
-    let handle = EmbedHandle::spawn(model, EmbedWorkerOptions { queue_capacity: 64, max_texts_per_call: 32 }).unwrap();
+    let expected = model
+        .embed(&["alpha one", "beta two", "gamma three"])
+        .unwrap();
+    let handle = EmbedHandle::spawn(
+        model,
+        EmbedWorkerOptions {
+            queue_capacity: 64,
+            max_texts_per_call: 32,
+        },
+    )
+    .unwrap();
     let mut tasks = Vec::new();
     for i in 0..24 {
         let h = handle.clone();
         tasks.push(tokio::spawn(async move {
-            let texts = vec!["alpha one".to_string(), "beta two".to_string(), "gamma three".to_string()];
+            let texts = [
+                "alpha one".to_string(),
+                "beta two".to_string(),
+                "gamma three".to_string(),
+            ];
             let rotated: Vec<String> = texts.iter().cycle().skip(i % 3).take(3).cloned().collect();
             (i, h.embed(rotated).await.unwrap())
         }));
@@ -87,7 +109,10 @@ async fn worker_batches_concurrent_requests_in_order() {
     for t in tasks {
         let (i, got) = t.await.unwrap();
         for (j, v) in got.iter().enumerate() {
-            assert!(cosine(v, &expected[(j + i) % 3]) > 0.99999, "request {i} item {j} out of order");
+            assert!(
+                cosine(v, &expected[(j + i) % 3]) > 0.99999,
+                "request {i} item {j} out of order"
+            );
         }
     }
 }
@@ -95,8 +120,17 @@ async fn worker_batches_concurrent_requests_in_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_queue_fails_fast() {
     let model = load();
-    let handle = EmbedHandle::spawn(model, EmbedWorkerOptions { queue_capacity: 1, max_texts_per_call: 1 }).unwrap();
-    let big: Vec<String> = (0..64).map(|i| format!("passage number {i} ").repeat(40)).collect();
+    let handle = EmbedHandle::spawn(
+        model,
+        EmbedWorkerOptions {
+            queue_capacity: 1,
+            max_texts_per_call: 1,
+        },
+    )
+    .unwrap();
+    let big: Vec<String> = (0..64)
+        .map(|i| format!("passage number {i} ").repeat(40))
+        .collect();
     let mut pending = Vec::new();
     let mut overloaded = 0;
     for _ in 0..6 {
@@ -109,5 +143,8 @@ async fn a_full_queue_fails_fast() {
             overloaded += 1;
         }
     }
-    assert!(overloaded >= 1, "six large requests into a queue of one must overflow it");
+    assert!(
+        overloaded >= 1,
+        "six large requests into a queue of one must overflow it"
+    );
 }

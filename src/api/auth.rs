@@ -24,12 +24,18 @@ fn is_open(path: &str) -> bool {
 pub fn key_matches(keys: &[String], given: &str) -> bool {
     let g = Sha256::digest(given.as_bytes());
     keys.iter()
-        .fold(subtle::Choice::from(0), |acc, k| acc | Sha256::digest(k.as_bytes()).ct_eq(&g))
+        .fold(subtle::Choice::from(0), |acc, k| {
+            acc | Sha256::digest(k.as_bytes()).ct_eq(&g)
+        })
         .into()
 }
 
 /// Middleware enforcing the key on `/api/v1`.
-pub async fn require_api_key(State(state): State<AppState>, req: Request, next: Next) -> Result<Response, ApiError> {
+pub async fn require_api_key(
+    State(state): State<AppState>,
+    req: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
     let path = req
         .extensions()
         .get::<OriginalUri>()
@@ -39,9 +45,15 @@ pub async fn require_api_key(State(state): State<AppState>, req: Request, next: 
         return Ok(next.run(req).await);
     }
     let Some(value) = req.headers().get(HEADER) else {
-        return Err(ApiError::new(StatusCode::UNAUTHORIZED, "missing API key: send it in the X-API-Key header"));
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "missing API key: send it in the X-API-Key header",
+        ));
     };
-    let ok = value.to_str().map(|v| key_matches(&state.config.api_keys, v)).unwrap_or(false);
+    let ok = value
+        .to_str()
+        .map(|v| key_matches(&state.config.api_keys, v))
+        .unwrap_or(false);
     if !ok {
         tracing::warn!(%path, "rejected an invalid API key");
         return Err(ApiError::new(StatusCode::FORBIDDEN, "invalid API key"));

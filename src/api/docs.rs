@@ -34,11 +34,26 @@ pub fn routes() -> Router<AppState> {
         .route("/openapi.json", get(|| async { Json(ApiDoc::openapi()) }))
         .route("/docs", get(|| async { Html(DOCS_HTML) }))
         .route("/redoc", get(|| async { Html(REDOC_HTML) }))
-        .route("/docs/assets/swagger-ui-bundle.js", get(|| async { asset("text/javascript", SWAGGER_JS) }))
-        .route("/docs/assets/swagger-ui.css", get(|| async { asset("text/css", SWAGGER_CSS) }))
-        .route("/docs/assets/redoc.standalone.js", get(|| async { asset("text/javascript", REDOC_JS) }))
+        .route(
+            "/docs/assets/swagger-ui-bundle.js",
+            get(|| async { asset("text/javascript", SWAGGER_JS) }),
+        )
+        .route(
+            "/docs/assets/swagger-ui.css",
+            get(|| async { asset("text/css", SWAGGER_CSS) }),
+        )
+        .route(
+            "/docs/assets/redoc.standalone.js",
+            get(|| async { asset("text/javascript", REDOC_JS) }),
+        )
 }
 
 fn asset(content_type: &'static str, body: &'static [u8]) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, "public, max-age=86400")], body)
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "public, max-age=86400"),
+        ],
+        body,
+    )
 }

@@ -32,7 +32,10 @@ pub struct ApiError {
 impl ApiError {
     /// An error with this status and client-safe detail.
     pub fn new(status: StatusCode, detail: impl Into<String>) -> Self {
-        Self { status, detail: detail.into() }
+        Self {
+            status,
+            detail: detail.into(),
+        }
     }
 
     /// 400.
@@ -72,10 +75,15 @@ impl From<Error> for ApiError {
             Error::BadRequest(m) => Self::new(StatusCode::BAD_REQUEST, m),
             Error::NotFound(m) => Self::new(StatusCode::NOT_FOUND, m),
             Error::TooLarge(m) => Self::new(StatusCode::PAYLOAD_TOO_LARGE, m),
-            Error::Overloaded(m) | Error::Unavailable(m) => Self::new(StatusCode::SERVICE_UNAVAILABLE, m),
+            Error::Overloaded(m) | Error::Unavailable(m) => {
+                Self::new(StatusCode::SERVICE_UNAVAILABLE, m)
+            }
             Error::Internal(e) => {
                 tracing::error!(error = %format!("{e:#}"), "internal error");
-                Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal server error; see the server log")
+                Self::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal server error; see the server log",
+                )
             }
         }
     }
@@ -94,12 +102,18 @@ impl IntoResponse for ApiError {
 
 /// Fallback for unknown routes.
 pub async fn not_found(uri: axum::http::Uri) -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, format!("no route for {}", uri.path()))
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        format!("no route for {}", uri.path()),
+    )
 }
 
 /// Fallback for a known route with the wrong method.
 pub async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
-    ApiError::new(StatusCode::METHOD_NOT_ALLOWED, format!("{method} is not allowed on {}", uri.path()))
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("{method} is not allowed on {}", uri.path()),
+    )
 }
 
 /// A handler panicked: log it and answer 500 in the error shape.
@@ -110,5 +124,9 @@ pub fn panic_response(err: Box<dyn Any + Send + 'static>) -> Response {
         .or_else(|| err.downcast_ref::<&str>().copied())
         .unwrap_or("unknown panic");
     tracing::error!(panic = msg, "handler panicked");
-    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal server error; see the server log").into_response()
+    ApiError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal server error; see the server log",
+    )
+    .into_response()
 }

@@ -29,7 +29,9 @@ fn json_rejection(rej: JsonRejection) -> ApiError {
         return ApiError::new(status, "the request body is too large");
     }
     let detail = match &rej {
-        JsonRejection::MissingJsonContentType(_) => "expected a JSON body with 'Content-Type: application/json'".into(),
+        JsonRejection::MissingJsonContentType(_) => {
+            "expected a JSON body with 'Content-Type: application/json'".into()
+        }
         JsonRejection::JsonSyntaxError(_) => format!("malformed JSON: {}", rej.body_text()),
         JsonRejection::JsonDataError(_) => format!("invalid request body: {}", rej.body_text()),
         _ => rej.body_text(),
@@ -56,9 +58,16 @@ fn query_rejection(rej: QueryRejection) -> ApiError {
 }
 
 /// Checks `lo <= v <= hi` for a named parameter.
-pub fn check_range<T: PartialOrd + std::fmt::Display>(name: &str, v: T, lo: T, hi: T) -> Result<T, ApiError> {
+pub fn check_range<T: PartialOrd + std::fmt::Display>(
+    name: &str,
+    v: T,
+    lo: T,
+    hi: T,
+) -> Result<T, ApiError> {
     if v < lo || v > hi {
-        return Err(ApiError::bad_request(format!("{name} must be between {lo} and {hi}, got {v}")));
+        return Err(ApiError::bad_request(format!(
+            "{name} must be between {lo} and {hi}, got {v}"
+        )));
     }
     Ok(v)
 }

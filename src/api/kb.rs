@@ -17,7 +17,8 @@ const FORM_OVERHEAD: u64 = 1024 * 1024;
 
 /// The `/api/v1` router (auth is layered on by the caller).
 pub fn routes(config: &Config) -> Router<AppState> {
-    let upload_limit = usize::try_from(config.max_upload_bytes.saturating_add(FORM_OVERHEAD)).unwrap_or(usize::MAX);
+    let upload_limit = usize::try_from(config.max_upload_bytes.saturating_add(FORM_OVERHEAD))
+        .unwrap_or(usize::MAX);
     Router::new()
         .route("/health", get(health::health))
         .route("/health/ready", get(health::ready))
@@ -25,5 +26,8 @@ pub fn routes(config: &Config) -> Router<AppState> {
         .route("/search", post(search::search))
         .route("/documents", get(documents::list))
         .route("/documents/{doc_id}", get(documents::get_one))
-        .route("/upload", post(upload::upload).layer(DefaultBodyLimit::max(upload_limit)))
+        .route(
+            "/upload",
+            post(upload::upload).layer(DefaultBodyLimit::max(upload_limit)),
+        )
 }

@@ -28,6 +28,9 @@ struct ApiKeyAuth;
 impl Modify for ApiKeyAuth {
     fn modify(&self, api: &mut utoipa::openapi::OpenApi) {
         let components = api.components.get_or_insert_with(Default::default);
-        components.add_security_scheme("api_key", SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-API-Key"))));
+        components.add_security_scheme(
+            "api_key",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-API-Key"))),
+        );
     }
 }

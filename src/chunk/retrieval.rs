@@ -46,8 +46,15 @@ impl Budget<'_> {
 }
 
 /// Splits `doc` into chunks whose embedding input fits `window` tokens.
-pub fn for_retrieval(doc: &ParsedDocument, counter: &TokenCounter, window: usize) -> Vec<RetrievalChunk> {
-    let b = Budget { counter, window: window.max(8) };
+pub fn for_retrieval(
+    doc: &ParsedDocument,
+    counter: &TokenCounter,
+    window: usize,
+) -> Vec<RetrievalChunk> {
+    let b = Budget {
+        counter,
+        window: window.max(8),
+    };
     let mut out = Vec::new();
     let mut headings: Vec<(u8, String)> = Vec::new();
     let mut section = Section::default();
@@ -101,8 +108,17 @@ impl Section {
         if b.inner(&path) > b.window / 2 {
             path.clear();
         }
-        let used = if path.is_empty() { 0 } else { b.inner(&path) + 1 };
-        Self { path, heading, budget: b.window - 2 - used, ..Self::default() }
+        let used = if path.is_empty() {
+            0
+        } else {
+            b.inner(&path) + 1
+        };
+        Self {
+            path,
+            heading,
+            budget: b.window - 2 - used,
+            ..Self::default()
+        }
     }
 
     fn budget(&self, b: &Budget<'_>) -> usize {
@@ -161,19 +177,40 @@ fn emit_fitting(b: &Budget<'_>, chunk: RetrievalChunk, out: &mut Vec<RetrievalCh
         if chars.len() < 2 {
             // One character that does not fit even alone: drop the heading context.
             if !chunk.section_path.is_empty() {
-                emit_fitting(b, RetrievalChunk { section_path: String::new(), ..chunk }, out);
+                emit_fitting(
+                    b,
+                    RetrievalChunk {
+                        section_path: String::new(),
+                        ..chunk
+                    },
+                    out,
+                );
             }
             return;
         }
         let mid = chars.len() / 2;
         for half in [&chars[..mid], &chars[mid..]] {
-            emit_fitting(b, RetrievalChunk { text: half.iter().collect(), ..chunk.clone() }, out);
+            emit_fitting(
+                b,
+                RetrievalChunk {
+                    text: half.iter().collect(),
+                    ..chunk.clone()
+                },
+                out,
+            );
         }
         return;
     }
     let mid = words.len() / 2;
     for half in [&words[..mid], &words[mid..]] {
-        emit_fitting(b, RetrievalChunk { text: half.join(" "), ..chunk.clone() }, out);
+        emit_fitting(
+            b,
+            RetrievalChunk {
+                text: half.join(" "),
+                ..chunk.clone()
+            },
+            out,
+        );
     }
 }
 
@@ -259,7 +296,10 @@ mod tests {
 
     #[test]
     fn sentences_split_on_terminal_punctuation() {
-        assert_eq!(sentences("One. Two!  Three? Four"), vec!["One.", "Two!", "Three?", "Four"]);
+        assert_eq!(
+            sentences("One. Two!  Three? Four"),
+            vec!["One.", "Two!", "Three?", "Four"]
+        );
         assert_eq!(sentences("v1.2 is out."), vec!["v1.2 is out."]);
     }
 }

@@ -6,7 +6,11 @@ use crate::store::{chunks as repo, ChunkRow};
 
 impl From<ChunkRow> for Document {
     fn from(r: ChunkRow) -> Self {
-        Document { id: r.id, text: r.text, metadata: r.metadata }
+        Document {
+            id: r.id,
+            text: r.text,
+            metadata: r.metadata,
+        }
     }
 }
 
@@ -38,8 +42,10 @@ impl KnowledgeBase {
 
     /// Counts for `/health/stats`.
     pub async fn stats(&self) -> Result<KbStats> {
-        let (document_count, sources_count) =
-            self.store.read(|c| Ok((repo::count_chunks(c)?, repo::count_sources(c)?))).await?;
+        let (document_count, sources_count) = self
+            .store
+            .read(|c| Ok((repo::count_chunks(c)?, repo::count_sources(c)?)))
+            .await?;
         Ok(KbStats {
             document_count,
             sources_count,

@@ -15,20 +15,39 @@ impl KnowledgeBase {
     }
 
     async fn check_embedder(&self) -> Component {
-        let probe = tokio::time::timeout(EMBED_PROBE_TIMEOUT, self.embedder.embed(vec!["health check".into()])).await;
+        let probe = tokio::time::timeout(
+            EMBED_PROBE_TIMEOUT,
+            self.embedder.embed(vec!["health check".into()]),
+        )
+        .await;
         let (healthy, detail) = match probe {
-            Ok(Ok(v)) if v.first().map(Vec::len) == Some(self.embedder.dim()) => {
-                (true, format!("{} answered a probe ({} dims)", self.embedder.name(), self.embedder.dim()))
-            }
-            Ok(Ok(_)) => (false, "the embedder returned a vector of the wrong size".into()),
+            Ok(Ok(v)) if v.first().map(Vec::len) == Some(self.embedder.dim()) => (
+                true,
+                format!(
+                    "{} answered a probe ({} dims)",
+                    self.embedder.name(),
+                    self.embedder.dim()
+                ),
+            ),
+            Ok(Ok(_)) => (
+                false,
+                "the embedder returned a vector of the wrong size".into(),
+            ),
             Ok(Err(e)) => (false, e.to_string()),
-            Err(_) => (false, format!("no answer within {}s", EMBED_PROBE_TIMEOUT.as_secs())),
+            Err(_) => (
+                false,
+                format!("no answer within {}s", EMBED_PROBE_TIMEOUT.as_secs()),
+            ),
         };
-        Component { name: "embedder".into(), healthy, detail }
+        Component {
+            name: "embedder".into(),
+            healthy,
+            detail,
+        }
     }
 
     async fn check_vector_store(&self) -> Component {
-        let counted = self.store.read(|c| repo::count_chunks(c)).await;
+        let counted = self.store.read(repo::count_chunks).await;
         let (healthy, detail) = match counted {
             Err(e) => {
                 tracing::error!(error = %e, "health: database check failed");
@@ -37,12 +56,22 @@ impl KnowledgeBase {
             Ok(n) => {
                 let (v, f) = (self.vectors.len() as u64, self.fulltext.len());
                 if v == n && f == n {
-                    (true, format!("{n} chunks; vector and full-text indexes agree"))
+                    (
+                        true,
+                        format!("{n} chunks; vector and full-text indexes agree"),
+                    )
                 } else {
-                    (false, format!("{n} chunks stored but {v} vectors and {f} full-text entries"))
+                    (
+                        false,
+                        format!("{n} chunks stored but {v} vectors and {f} full-text entries"),
+                    )
                 }
             }
         };
-        Component { name: "vector_store".into(), healthy, detail }
+        Component {
+            name: "vector_store".into(),
+            healthy,
+            detail,
+        }
     }
 }

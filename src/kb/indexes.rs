@@ -10,8 +10,15 @@ use crate::store::{chunks as repo, Store};
 const BATCH: usize = 2048;
 
 /// Brings both indexes in line with the store. Blocking; run at start-up.
-pub fn reconcile(store: &Store, vectors: &VectorIndex, vdisk: OnDisk, fulltext: &FullTextIndex, fdisk: OnDisk) -> Result<()> {
-    let (generation, count) = store.read_sync(|c| Ok((repo::generation(c)?, repo::count_chunks(c)?)))?;
+pub fn reconcile(
+    store: &Store,
+    vectors: &VectorIndex,
+    vdisk: OnDisk,
+    fulltext: &FullTextIndex,
+    fdisk: OnDisk,
+) -> Result<()> {
+    let (generation, count) =
+        store.read_sync(|c| Ok((repo::generation(c)?, repo::count_chunks(c)?)))?;
     let current = |d: OnDisk| d.generation == Some(generation) && d.count == count;
     let rebuild_vectors = !current(vdisk);
     let rebuild_fulltext = !current(fdisk);
@@ -20,15 +27,19 @@ pub fn reconcile(store: &Store, vectors: &VectorIndex, vdisk: OnDisk, fulltext: 
         return Ok(());
     }
     let started = std::time::Instant::now();
-    tracing::warn!(
+    if count == 0 && generation == 0 {
+        tracing::info!("new data directory: creating empty indexes");
+    } else {
+        tracing::warn!(
         generation,
         chunks = count,
         vectors_on_disk = ?vdisk,
         fulltext_on_disk = ?fdisk,
         rebuild_vectors,
         rebuild_fulltext,
-        "rebuilding derived indexes from the store"
-    );
+            "rebuilding derived indexes from the store"
+        );
+    }
     if rebuild_vectors {
         vectors.clear()?;
     }
@@ -39,12 +50,21 @@ pub fn reconcile(store: &Store, vectors: &VectorIndex, vdisk: OnDisk, fulltext: 
     let mut done = 0u64;
     let mut flush = |batch: &mut Vec<(u64, String, String, Vec<f32>)>| -> Result<()> {
         if rebuild_vectors {
-            let items: Vec<(u64, &[f32])> = batch.iter().map(|(k, _, _, v)| (*k, v.as_slice())).collect();
+            let items: Vec<(u64, &[f32])> = batch
+                .iter()
+                .map(|(k, _, _, v)| (*k, v.as_slice()))
+                .collect();
             vectors.apply(&[], &items, generation)?;
         }
         if rebuild_fulltext {
-            let docs: Vec<FtDoc<'_>> =
-                batch.iter().map(|(k, id, t, _)| FtDoc { key: *k, chunk_id: id, text: t }).collect();
+            let docs: Vec<FtDoc<'_>> = batch
+                .iter()
+                .map(|(k, id, t, _)| FtDoc {
+                    key: *k,
+                    chunk_id: id,
+                    text: t,
+                })
+                .collect();
             fulltext.apply(&[], &docs, generation)?;
         }
         done += batch.len() as u64;
@@ -67,6 +87,10 @@ pub fn reconcile(store: &Store, vectors: &VectorIndex, vdisk: OnDisk, fulltext: 
         vectors.apply(&[], &[], generation)?;
         vectors.save_if_dirty()?;
     }
-    tracing::info!(chunks = count, elapsed_ms = started.elapsed().as_millis() as u64, "indexes rebuilt");
+    tracing::info!(
+        chunks = count,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "indexes rebuilt"
+    );
     Ok(())
 }

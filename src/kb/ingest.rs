@@ -40,7 +40,9 @@ pub fn clean_filename(name: &str) -> Result<String> {
         return Err(Error::bad_request("the uploaded file has no name"));
     }
     if base.chars().count() > 255 || base.chars().any(char::is_control) {
-        return Err(Error::bad_request("the file name is too long or contains control characters"));
+        return Err(Error::bad_request(
+            "the file name is too long or contains control characters",
+        ));
     }
     Ok(base.to_owned())
 }
@@ -60,11 +62,20 @@ impl KnowledgeBase {
     pub async fn ingest_file(&self, up: FileUpload) -> Result<IngestionResult> {
         let started = std::time::Instant::now();
         let filename = clean_filename(&up.filename)?;
-        let format = Format::for_filename(&filename).map_err(|e| Error::bad_request(e.to_string()))?;
+        let format =
+            Format::for_filename(&filename).map_err(|e| Error::bad_request(e.to_string()))?;
         let content_hash = sha256_hex(&up.bytes);
-        let section = if up.section.trim().is_empty() { "uploaded".to_owned() } else { up.section.trim().to_owned() };
+        let section = if up.section.trim().is_empty() {
+            "uploaded".to_owned()
+        } else {
+            up.section.trim().to_owned()
+        };
 
-        let base = IngestionResult { success: true, filename: Some(filename.clone()), ..Default::default() };
+        let base = IngestionResult {
+            success: true,
+            filename: Some(filename.clone()),
+            ..Default::default()
+        };
         if let Some(dup) = self.content_duplicate(&content_hash).await? {
             tracing::info!(existing = %dup.0.source, "duplicate content; nothing written");
             return Ok(duplicate_result(base, dup));
@@ -75,17 +86,38 @@ impl KnowledgeBase {
         let name = filename.clone();
         let bytes = up.bytes;
         let prepared = tokio::task::spawn_blocking(move || -> Result<Prepared> {
-            let doc = parse::parse(format, &bytes).map_err(|e| Error::bad_request(format!("{name}: {e}")))?;
+            let doc = parse::parse(format, &bytes)
+                .map_err(|e| Error::bad_request(format!("{name}: {e}")))?;
             let chunks = chunk::for_retrieval(&doc, &counter, window);
             if chunks.is_empty() {
                 return Err(Error::bad_request(format!("{name}: no text to index")));
             }
-            let all_text: String = chunks.iter().take(20).map(|c| c.text.as_str()).collect::<Vec<_>>().join("\n");
-            let doc_lang = language::detect(&all_text).unwrap_or_else(|| language::UNDETERMINED.into());
-            let languages = chunks.iter().map(|c| language::detect(&c.text).unwrap_or_else(|| doc_lang.clone())).collect();
-            let hashes = chunks.iter().map(|c| sha256_hex(c.embed_input().as_bytes())).collect();
+            let all_text: String = chunks
+                .iter()
+                .take(20)
+                .map(|c| c.text.as_str())
+                .collect::<Vec<_>>()
+                .join("\n");
+            let doc_lang = language::detect(&all_text, language::DOCUMENT_CONFIDENCE)
+                .unwrap_or_else(|| language::UNDETERMINED.into());
+            let languages = chunks
+                .iter()
+                .map(|c| {
+                    language::detect(&c.text, language::CHUNK_CONFIDENCE)
+                        .unwrap_or_else(|| doc_lang.clone())
+                })
+                .collect();
+            let hashes = chunks
+                .iter()
+                .map(|c| sha256_hex(c.embed_input().as_bytes()))
+                .collect();
             let title = doc.title.clone().unwrap_or_else(|| file_stem(&name));
-            Ok(Prepared { title, chunks, languages, hashes })
+            Ok(Prepared {
+                title,
+                chunks,
+                languages,
+                hashes,
+            })
         })
         .await??;
         tracing::debug!(chunks = prepared.chunks.len(), "parsed and chunked");
@@ -102,7 +134,9 @@ impl KnowledgeBase {
         }
         let previous = {
             let f = filename.clone();
-            self.store.read(move |c| repo::source_by_name(c, &f)).await?
+            self.store
+                .read(move |c| repo::source_by_name(c, &f))
+                .await?
         };
         // Vectors stored meanwhile are reused; anything still missing is embedded now.
         vectors.extend(self.stored_vectors(&filename).await?);
@@ -111,7 +145,10 @@ impl KnowledgeBase {
 
         let now = crate::time::now_iso();
         let source = SourceRow {
-            id: previous.as_ref().map(|p| p.id.clone()).unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+            id: previous
+                .as_ref()
+                .map(|p| p.id.clone())
+                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
             source: filename.clone(),
             source_type: "file".into(),
             title: prepared.title.clone(),
@@ -119,7 +156,10 @@ impl KnowledgeBase {
             section: section.clone(),
             content_hash: content_hash.clone(),
             chunk_count: prepared.chunks.len() as i64,
-            created_at: previous.as_ref().map(|p| p.created_at.clone()).unwrap_or_else(|| now.clone()),
+            created_at: previous
+                .as_ref()
+                .map(|p| p.created_at.clone())
+                .unwrap_or_else(|| now.clone()),
             updated_at: now.clone(),
         };
         let rows = build_rows(&source, &prepared, &vectors, &now)?;
@@ -181,7 +221,11 @@ impl KnowledgeBase {
     }
 
     /// Embeds each distinct chunk whose hash is not in `have`; returns hash -> vector.
-    async fn embed_missing(&self, p: &Prepared, have: &HashMap<String, Vec<f32>>) -> Result<HashMap<String, Vec<f32>>> {
+    async fn embed_missing(
+        &self,
+        p: &Prepared,
+        have: &HashMap<String, Vec<f32>>,
+    ) -> Result<HashMap<String, Vec<f32>>> {
         let mut seen = HashSet::new();
         let (hashes, inputs): (Vec<String>, Vec<String>) = p
             .chunks
@@ -207,13 +251,20 @@ impl KnowledgeBase {
                 let diff = repo::replace_chunks(tx, &source.id, &rows)?;
                 Ok((diff, repo::bump_generation(tx)?))
             })?;
-            let upsert: Vec<(u64, &[f32])> =
-                diff.upserted.iter().map(|&(k, i)| (k, rows[i].embedding.as_slice())).collect();
+            let upsert: Vec<(u64, &[f32])> = diff
+                .upserted
+                .iter()
+                .map(|&(k, i)| (k, rows[i].embedding.as_slice()))
+                .collect();
             vectors.apply(&diff.removed, &upsert, generation)?;
             let docs: Vec<FtDoc<'_>> = diff
                 .upserted
                 .iter()
-                .map(|&(key, i)| FtDoc { key, chunk_id: &rows[i].id, text: &rows[i].text })
+                .map(|&(key, i)| FtDoc {
+                    key,
+                    chunk_id: &rows[i].id,
+                    text: &rows[i].text,
+                })
                 .collect();
             fulltext.apply(&diff.removed, &docs, generation)?;
             Ok(WriteOutcome {
@@ -236,7 +287,12 @@ struct WriteOutcome {
     first_chunk_id: Option<String>,
 }
 
-fn build_rows(source: &SourceRow, p: &Prepared, vectors: &HashMap<String, Vec<f32>>, now: &str) -> Result<Vec<NewChunk>> {
+fn build_rows(
+    source: &SourceRow,
+    p: &Prepared,
+    vectors: &HashMap<String, Vec<f32>>,
+    now: &str,
+) -> Result<Vec<NewChunk>> {
     let total = p.chunks.len();
     p.chunks
         .iter()
@@ -275,7 +331,10 @@ fn build_rows(source: &SourceRow, p: &Prepared, vectors: &HashMap<String, Vec<f3
         .collect()
 }
 
-fn duplicate_result(base: IngestionResult, (existing, first): (SourceRow, Option<String>)) -> IngestionResult {
+fn duplicate_result(
+    base: IngestionResult,
+    (existing, first): (SourceRow, Option<String>),
+) -> IngestionResult {
     IngestionResult {
         title: existing.title.clone(),
         is_duplicate: true,
@@ -296,7 +355,6 @@ fn file_stem(name: &str) -> String {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| name.to_owned())
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -34,15 +34,24 @@ impl KnowledgeBase {
         let vectors = self.vectors.clone();
         let hits = tokio::task::spawn_blocking(move || vectors.search(&qv, k)).await??;
         let keys: Vec<u64> = hits.iter().map(|h| h.key).collect();
-        let rows = self.store.read(move |c| repo::chunks_by_keys(c, &keys)).await?;
-        let mut by_key: std::collections::HashMap<u64, _> = rows.into_iter().map(|r| (r.key, r)).collect();
+        let rows = self
+            .store
+            .read(move |c| repo::chunks_by_keys(c, &keys))
+            .await?;
+        let mut by_key: std::collections::HashMap<u64, _> =
+            rows.into_iter().map(|r| (r.key, r)).collect();
         let mut results: Vec<SearchHit> = hits
             .iter()
             .filter_map(|h| {
                 let row = by_key.remove(&h.key)?;
                 let doc = Document::from(row);
                 Some(SearchHit {
-                    source: doc.metadata.get("source").and_then(|v| v.as_str()).unwrap_or_default().to_owned(),
+                    source: doc
+                        .metadata
+                        .get("source")
+                        .and_then(|v| v.as_str())
+                        .unwrap_or_default()
+                        .to_owned(),
                     text: doc.text,
                     metadata: doc.metadata,
                     score: h.similarity,
@@ -59,6 +68,9 @@ impl KnowledgeBase {
             total_ms = started.elapsed().as_millis() as u64,
             "search"
         );
-        Ok(SearchResponse { count: results.len(), results })
+        Ok(SearchResponse {
+            count: results.len(),
+            results,
+        })
     }
 }

@@ -19,9 +19,11 @@ pub struct EmbedWorkerOptions {
     pub max_texts_per_call: usize,
 }
 
+type Reply = Result<Vec<Vec<f32>>, MlError>;
+
 struct Request {
     texts: Vec<String>,
-    reply: oneshot::Sender<Result<Vec<Vec<f32>>, MlError>>,
+    reply: oneshot::Sender<Reply>,
     span: tracing::Span,
 }
 
@@ -53,7 +55,9 @@ impl EmbedHandle {
         std::thread::Builder::new()
             .name("ragd-embedder".into())
             .spawn(move || worker_loop(model, rx, opts.max_texts_per_call.max(1)))?;
-        Ok(Self { shared: Arc::new(shared) })
+        Ok(Self {
+            shared: Arc::new(shared),
+        })
     }
 
     /// Embeds `texts` (in order). Fails fast with `Overloaded` when the queue is full.
@@ -72,15 +76,18 @@ impl EmbedHandle {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        self.submit(texts)?.blocking_recv().map_err(|_| MlError::WorkerGone)?
+        self.submit(texts)?
+            .blocking_recv()
+            .map_err(|_| MlError::WorkerGone)?
     }
 
-    fn submit(
-        &self,
-        texts: Vec<String>,
-    ) -> Result<oneshot::Receiver<Result<Vec<Vec<f32>>, MlError>>, MlError> {
+    fn submit(&self, texts: Vec<String>) -> Result<oneshot::Receiver<Reply>, MlError> {
         let (reply, rx) = oneshot::channel();
-        let req = Request { texts, reply, span: tracing::Span::current() };
+        let req = Request {
+            texts,
+            reply,
+            span: tracing::Span::current(),
+        };
         match self.shared.tx.try_send(req) {
             Ok(()) => Ok(rx),
             Err(TrySendError::Full(_)) => Err(MlError::Overloaded),
@@ -110,7 +117,11 @@ impl EmbedHandle {
 }
 
 fn worker_loop<E: Embedder>(model: E, rx: Receiver<Request>, max_texts: usize) {
-    tracing::info!(model = model.name(), dim = model.dim(), "embedder worker started");
+    tracing::info!(
+        model = model.name(),
+        dim = model.dim(),
+        "embedder worker started"
+    );
     // Blocks for the first request, then gathers whatever else is already waiting.
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
@@ -138,10 +149,17 @@ fn run_batch<E: Embedder>(model: &E, batch: Vec<Request>, total: usize) {
     let span = tracing::debug_span!(parent: &live[0].span, "embed_batch", requests = live.len(), texts = total);
     let _g = span.enter();
     let started = std::time::Instant::now();
-    let all: Vec<&str> = live.iter().flat_map(|r| r.texts.iter().map(String::as_str)).collect();
+    let all: Vec<&str> = live
+        .iter()
+        .flat_map(|r| r.texts.iter().map(String::as_str))
+        .collect();
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| model.embed(&all)))
         .unwrap_or_else(|_| Err(MlError::Inference("the embedder panicked".into())));
-    tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, texts = all.len(), "embedded");
+    tracing::debug!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        texts = all.len(),
+        "embedded"
+    );
     match result {
         Ok(vectors) => {
             let mut it = vectors.into_iter();

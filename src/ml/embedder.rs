@@ -100,7 +100,9 @@ impl BertEmbedder {
         tokenizer
             .with_truncation(None)
             .map_err(|e| MlError::Load(format!("tokenizer: {e}")))?;
-        let counter = TokenCounter { tokenizer: Arc::new(tokenizer.clone()) };
+        let counter = TokenCounter {
+            tokenizer: Arc::new(tokenizer.clone()),
+        };
         tokenizer
             .with_truncation(Some(TruncationParams {
                 max_length: max_tokens,
@@ -157,7 +159,11 @@ impl BertEmbedder {
                 summed.broadcast_div(&counts)?
             }
         };
-        let norm = pooled.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
+        let norm = pooled
+            .sqr()?
+            .sum_keepdim(1)?
+            .sqrt()?
+            .clamp(1e-12, f64::MAX)?;
         Ok(pooled.broadcast_div(&norm)?.to_vec2::<f32>()?)
     }
 }

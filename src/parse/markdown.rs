@@ -16,7 +16,11 @@ pub fn parse(text: &str) -> ParsedDocument {
     let push = |blocks: &mut Vec<Block>, kind: BlockKind, buf: &mut String| {
         let t = buf.trim();
         if !t.is_empty() {
-            blocks.push(Block { kind, text: t.to_owned(), page: 1 });
+            blocks.push(Block {
+                kind,
+                text: t.to_owned(),
+                page: 1,
+            });
         }
         buf.clear();
     };
@@ -27,7 +31,11 @@ pub fn parse(text: &str) -> ParsedDocument {
                 kind = Some(BlockKind::Heading(level as u8));
             }
             Event::End(TagEnd::Heading(_)) => {
-                push(&mut blocks, kind.take().unwrap_or(BlockKind::Paragraph), &mut buf);
+                push(
+                    &mut blocks,
+                    kind.take().unwrap_or(BlockKind::Paragraph),
+                    &mut buf,
+                );
             }
             Event::Start(Tag::Item) => {
                 list_depth += 1;
@@ -43,14 +51,22 @@ pub fn parse(text: &str) -> ParsedDocument {
                 kind = Some(BlockKind::Paragraph);
             }
             Event::End(TagEnd::Paragraph) if list_depth == 0 && !in_table => {
-                push(&mut blocks, kind.take().unwrap_or(BlockKind::Paragraph), &mut buf);
+                push(
+                    &mut blocks,
+                    kind.take().unwrap_or(BlockKind::Paragraph),
+                    &mut buf,
+                );
             }
             Event::End(TagEnd::Paragraph) => buf.push('\n'),
             Event::Start(Tag::CodeBlock(_)) => {
                 push(&mut blocks, kind.unwrap_or(BlockKind::Paragraph), &mut buf);
                 kind = Some(BlockKind::Code);
             }
-            Event::End(TagEnd::CodeBlock) => push(&mut blocks, kind.take().unwrap_or(BlockKind::Code), &mut buf),
+            Event::End(TagEnd::CodeBlock) => push(
+                &mut blocks,
+                kind.take().unwrap_or(BlockKind::Code),
+                &mut buf,
+            ),
             Event::Start(Tag::Table(_)) => {
                 push(&mut blocks, kind.unwrap_or(BlockKind::Paragraph), &mut buf);
                 in_table = true;
@@ -71,7 +87,11 @@ pub fn parse(text: &str) -> ParsedDocument {
                 Some(cell) if in_table => cell.push_str(&t),
                 _ => buf.push_str(&t),
             },
-            Event::SoftBreak | Event::HardBreak => buf.push(if kind == Some(BlockKind::Code) { '\n' } else { ' ' }),
+            Event::SoftBreak | Event::HardBreak => buf.push(if kind == Some(BlockKind::Code) {
+                '\n'
+            } else {
+                ' '
+            }),
             Event::Html(h) | Event::InlineHtml(h) => {
                 // Raw HTML is kept only as its text, never as markup.
                 let stripped: String = strip_tags(&h);
@@ -85,7 +105,12 @@ pub fn parse(text: &str) -> ParsedDocument {
         .iter()
         .find(|b| b.kind == BlockKind::Heading(1))
         .map(|b| b.text.clone());
-    ParsedDocument { title, author: None, pages: 1, blocks }
+    ParsedDocument {
+        title,
+        author: None,
+        pages: 1,
+        blocks,
+    }
 }
 
 fn strip_tags(html: &str) -> String {

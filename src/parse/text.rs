@@ -10,14 +10,17 @@ pub fn decode(bytes: &[u8]) -> Result<String, ParseError> {
         return Err(ParseError::Empty);
     }
     let text = if let Some(rest) = bytes.strip_prefix(&[0xEF, 0xBB, 0xBF]) {
-        String::from_utf8(rest.to_vec()).map_err(|_| ParseError::Invalid("invalid UTF-8 after BOM".into()))?
+        String::from_utf8(rest.to_vec())
+            .map_err(|_| ParseError::Invalid("invalid UTF-8 after BOM".into()))?
     } else if bytes.starts_with(&[0xFF, 0xFE]) {
         UTF_16LE.decode(&bytes[2..]).0.into_owned()
     } else if bytes.starts_with(&[0xFE, 0xFF]) {
         UTF_16BE.decode(&bytes[2..]).0.into_owned()
     } else {
         if bytes.contains(&0) {
-            return Err(ParseError::Invalid("the file looks binary, not text".into()));
+            return Err(ParseError::Invalid(
+                "the file looks binary, not text".into(),
+            ));
         }
         match std::str::from_utf8(bytes) {
             Ok(s) => s.to_owned(),
@@ -42,13 +45,22 @@ pub fn parse(text: &str) -> ParsedDocument {
         }
     }
     flush(&mut para, &mut blocks);
-    ParsedDocument { title: None, author: None, pages: 1, blocks }
+    ParsedDocument {
+        title: None,
+        author: None,
+        pages: 1,
+        blocks,
+    }
 }
 
 fn flush(para: &mut String, blocks: &mut Vec<Block>) {
     let t = para.trim();
     if !t.is_empty() {
-        blocks.push(Block { kind: BlockKind::Paragraph, text: t.to_owned(), page: 1 });
+        blocks.push(Block {
+            kind: BlockKind::Paragraph,
+            text: t.to_owned(),
+            page: 1,
+        });
     }
     para.clear();
 }
@@ -61,7 +73,10 @@ mod tests {
     fn decodes_and_splits() {
         assert_eq!(decode(b"caf\xe9").unwrap(), "café");
         assert_eq!(decode("\u{feff}hi".as_bytes()).unwrap(), "hi");
-        assert!(matches!(decode(b"\x00\x01bin"), Err(ParseError::Invalid(_))));
+        assert!(matches!(
+            decode(b"\x00\x01bin"),
+            Err(ParseError::Invalid(_))
+        ));
         assert!(matches!(decode(b""), Err(ParseError::Empty)));
         let d = parse("one\r\ntwo\n\n\nthree");
         assert_eq!(d.blocks.len(), 2);

@@ -42,7 +42,14 @@ fn schema() -> (Schema, Fields) {
     let key = b.add_u64_field("key", INDEXED | STORED | FAST);
     let chunk_id = b.add_text_field("chunk_id", STRING | STORED);
     let text = b.add_text_field("text", TEXT);
-    (b.build(), Fields { key, chunk_id, text })
+    (
+        b.build(),
+        Fields {
+            key,
+            chunk_id,
+            text,
+        },
+    )
 }
 
 impl FullTextIndex {
@@ -53,7 +60,9 @@ impl FullTextIndex {
         match Self::open_existing(&dir) {
             Ok(Some(found)) => return Ok(found),
             Ok(None) => {}
-            Err(e) => tracing::warn!(error = %format!("{e:#}"), "full-text index unreadable; it will be rebuilt"),
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "full-text index unreadable; it will be rebuilt")
+            }
         }
         if dir.exists() {
             std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
@@ -61,7 +70,13 @@ impl FullTextIndex {
         std::fs::create_dir_all(&dir)?;
         let (schema, _) = schema();
         let index = Index::create_in_dir(&dir, schema).context("creating full-text index")?;
-        Ok((Self::from_index(dir, index)?, OnDisk { generation: None, count: 0 }))
+        Ok((
+            Self::from_index(dir, index)?,
+            OnDisk {
+                generation: None,
+                count: 0,
+            },
+        ))
     }
 
     fn open_existing(dir: &Path) -> anyhow::Result<Option<(Self, OnDisk)>> {
@@ -79,8 +94,17 @@ impl FullTextIndex {
     fn from_index(dir: PathBuf, index: Index) -> anyhow::Result<Self> {
         let (_, fields) = schema();
         let writer = index.writer_with_num_threads(1, WRITER_HEAP)?;
-        let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
-        Ok(Self { dir, fields, reader, writer: Mutex::new(writer), index })
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()?;
+        Ok(Self {
+            dir,
+            fields,
+            reader,
+            writer: Mutex::new(writer),
+            index,
+        })
     }
 
     /// Directory of the index.
@@ -99,7 +123,12 @@ impl FullTextIndex {
     }
 
     /// Removes `remove` and replaces-or-adds `upsert`, then commits with `generation`.
-    pub fn apply(&self, remove: &[u64], upsert: &[FtDoc<'_>], generation: u64) -> anyhow::Result<()> {
+    pub fn apply(
+        &self,
+        remove: &[u64],
+        upsert: &[FtDoc<'_>],
+        generation: u64,
+    ) -> anyhow::Result<()> {
         let mut w = self.writer.lock();
         for &k in remove.iter().chain(upsert.iter().map(|d| &d.key)) {
             w.delete_term(Term::from_field_u64(self.fields.key, k));
@@ -165,8 +194,16 @@ mod tests {
         ft.apply(
             &[],
             &[
-                FtDoc { key: 1, chunk_id: "a", text: "torque wrench SKU-4471-B" },
-                FtDoc { key: 2, chunk_id: "b", text: "password reset steps" },
+                FtDoc {
+                    key: 1,
+                    chunk_id: "a",
+                    text: "torque wrench SKU-4471-B",
+                },
+                FtDoc {
+                    key: 2,
+                    chunk_id: "b",
+                    text: "password reset steps",
+                },
             ],
             3,
         )
@@ -176,7 +213,13 @@ mod tests {
         assert!(ft.search("password", 5).unwrap().is_empty());
         drop(ft);
         let (ft, disk) = FullTextIndex::open(dir.path()).unwrap();
-        assert_eq!(disk, OnDisk { generation: Some(4), count: 1 });
+        assert_eq!(
+            disk,
+            OnDisk {
+                generation: Some(4),
+                count: 1
+            }
+        );
         assert_eq!(ft.search("wrench", 5).unwrap()[0].0, 1);
     }
 

@@ -69,11 +69,29 @@ impl VectorIndex {
     /// match `dim`, or fail their checksum.
     pub fn open(dir: &Path, dim: usize) -> anyhow::Result<(Self, OnDisk)> {
         let (index, on_disk) = match Self::load(dir, dim) {
-            Ok(Some((index, meta))) => (index, OnDisk { generation: Some(meta.generation), count: meta.count }),
-            Ok(None) => (new_index(dim)?, OnDisk { generation: None, count: 0 }),
+            Ok(Some((index, meta))) => (
+                index,
+                OnDisk {
+                    generation: Some(meta.generation),
+                    count: meta.count,
+                },
+            ),
+            Ok(None) => (
+                new_index(dim)?,
+                OnDisk {
+                    generation: None,
+                    count: 0,
+                },
+            ),
             Err(e) => {
                 tracing::warn!(error = %format!("{e:#}"), "vector index unreadable; it will be rebuilt");
-                (new_index(dim)?, OnDisk { generation: None, count: 0 })
+                (
+                    new_index(dim)?,
+                    OnDisk {
+                        generation: None,
+                        count: 0,
+                    },
+                )
             }
         };
         let generation = on_disk.generation.unwrap_or(0);
@@ -96,12 +114,18 @@ impl VectorIndex {
             return Ok(None);
         }
         let meta: Meta = serde_json::from_slice(&std::fs::read(&meta_path)?).context("sidecar")?;
-        anyhow::ensure!(meta.dim == dim, "dimension {} on disk, model has {dim}", meta.dim);
+        anyhow::ensure!(
+            meta.dim == dim,
+            "dimension {} on disk, model has {dim}",
+            meta.dim
+        );
         // Checked before usearch reads it: a damaged graph must never be loaded.
         anyhow::ensure!(sha256_file(&file)? == meta.sha256, "checksum mismatch");
         let index = new_index(dim)?;
         let path = file.to_str().context("non-UTF-8 data path")?;
-        index.load(path).map_err(|e| anyhow::anyhow!("usearch load: {e}"))?;
+        index
+            .load(path)
+            .map_err(|e| anyhow::anyhow!("usearch load: {e}"))?;
         anyhow::ensure!(index.size() as u64 == meta.count, "count mismatch");
         Ok(Some((index, meta)))
     }
@@ -134,11 +158,18 @@ impl VectorIndex {
     }
 
     /// Removes `remove`, then inserts or replaces `upsert`, and records `generation`.
-    pub fn apply(&self, remove: &[u64], upsert: &[(u64, &[f32])], generation: u64) -> anyhow::Result<()> {
+    pub fn apply(
+        &self,
+        remove: &[u64],
+        upsert: &[(u64, &[f32])],
+        generation: u64,
+    ) -> anyhow::Result<()> {
         let index = self.index.write();
         for &k in remove.iter().chain(upsert.iter().map(|(k, _)| k)) {
             if index.contains(k) {
-                index.remove(k).map_err(|e| anyhow::anyhow!("usearch remove: {e}"))?;
+                index
+                    .remove(k)
+                    .map_err(|e| anyhow::anyhow!("usearch remove: {e}"))?;
             }
         }
         let needed = index.size() + upsert.len();
@@ -148,8 +179,15 @@ impl VectorIndex {
                 .map_err(|e| anyhow::anyhow!("usearch reserve: {e}"))?;
         }
         for (k, v) in upsert {
-            anyhow::ensure!(v.len() == self.dim, "vector of {} dims, index has {}", v.len(), self.dim);
-            index.add(*k, v).map_err(|e| anyhow::anyhow!("usearch add: {e}"))?;
+            anyhow::ensure!(
+                v.len() == self.dim,
+                "vector of {} dims, index has {}",
+                v.len(),
+                self.dim
+            );
+            index
+                .add(*k, v)
+                .map_err(|e| anyhow::anyhow!("usearch add: {e}"))?;
         }
         self.generation.store(generation, Ordering::Release);
         self.dirty.store(true, Ordering::Release);
@@ -162,11 +200,16 @@ impl VectorIndex {
         if index.size() == 0 || k == 0 {
             return Ok(Vec::new());
         }
-        let m = index.search(query, k).map_err(|e| anyhow::anyhow!("usearch search: {e}"))?;
+        let m = index
+            .search(query, k)
+            .map_err(|e| anyhow::anyhow!("usearch search: {e}"))?;
         Ok(m.keys
             .into_iter()
             .zip(m.distances)
-            .map(|(key, d)| Hit { key, similarity: 1.0 - d })
+            .map(|(key, d)| Hit {
+                key,
+                similarity: 1.0 - d,
+            })
             .collect())
     }
 
@@ -191,7 +234,12 @@ impl VectorIndex {
             .save(tmp.to_str().context("non-UTF-8 data path")?)
             .map_err(|e| anyhow::anyhow!("usearch save: {e}"))?;
         std::fs::File::open(&tmp)?.sync_all()?;
-        let meta = Meta { generation, count: index.size() as u64, dim: self.dim, sha256: sha256_file(&tmp)? };
+        let meta = Meta {
+            generation,
+            count: index.size() as u64,
+            dim: self.dim,
+            sha256: sha256_file(&tmp)?,
+        };
         drop(index);
         std::fs::rename(&tmp, self.dir.join(FILE))?;
         let meta_tmp = self.dir.join(format!("{META}.tmp"));
@@ -228,7 +276,13 @@ mod tests {
         assert!(!idx.save_if_dirty().unwrap());
 
         let (idx2, disk) = VectorIndex::open(dir.path(), 3).unwrap();
-        assert_eq!(disk, OnDisk { generation: Some(7), count: 2 });
+        assert_eq!(
+            disk,
+            OnDisk {
+                generation: Some(7),
+                count: 2
+            }
+        );
         assert_eq!(idx2.search(&b, 1).unwrap()[0].key, 2);
         drop(idx2);
 
@@ -250,7 +304,8 @@ mod tests {
     fn apply_replaces_and_removes() {
         let dir = tempfile::tempdir().unwrap();
         let (idx, _) = VectorIndex::open(dir.path(), 2).unwrap();
-        idx.apply(&[], &[(5, &[1.0, 0.0]), (6, &[0.0, 1.0])], 1).unwrap();
+        idx.apply(&[], &[(5, &[1.0, 0.0]), (6, &[0.0, 1.0])], 1)
+            .unwrap();
         idx.apply(&[6], &[(5, &[0.0, 1.0])], 2).unwrap();
         assert_eq!(idx.len(), 1);
         let hits = idx.search(&[0.0, 1.0], 5).unwrap();

@@ -100,7 +100,9 @@ pub fn encode_vector(v: &[f32]) -> Vec<u8> {
 
 /// Decodes [`encode_vector`]'s bytes.
 pub fn decode_vector(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
 }
 
 /// The source with this content hash, if any.
@@ -117,19 +119,27 @@ pub fn source_by_name(c: &Connection, source: &str) -> Result<Option<SourceRow>>
 
 /// Id of a source's first chunk.
 pub fn first_chunk_id(c: &Connection, source_id: &str) -> Result<Option<String>> {
-    Ok(c
-        .query_row(
-            "SELECT id FROM chunks WHERE source_id = ?1 ORDER BY position LIMIT 1",
-            [source_id],
-            |r| r.get(0),
-        )
-        .optional()?)
+    Ok(c.query_row(
+        "SELECT id FROM chunks WHERE source_id = ?1 ORDER BY position LIMIT 1",
+        [source_id],
+        |r| r.get(0),
+    )
+    .optional()?)
 }
 
 /// Stored vectors of a source's chunks by text hash, so re-ingestion embeds only new text.
-pub fn vectors_by_hash(c: &Connection, source_id: &str) -> Result<std::collections::HashMap<String, Vec<f32>>> {
-    let mut st = c.prepare_cached("SELECT text_hash, embedding FROM chunks WHERE source_id = ?1")?;
-    let rows = st.query_map([source_id], |r| Ok((r.get::<_, String>(0)?, decode_vector(&r.get::<_, Vec<u8>>(1)?))))?;
+pub fn vectors_by_hash(
+    c: &Connection,
+    source_id: &str,
+) -> Result<std::collections::HashMap<String, Vec<f32>>> {
+    let mut st =
+        c.prepare_cached("SELECT text_hash, embedding FROM chunks WHERE source_id = ?1")?;
+    let rows = st.query_map([source_id], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            decode_vector(&r.get::<_, Vec<u8>>(1)?),
+        ))
+    })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
@@ -160,12 +170,20 @@ pub fn upsert_source(tx: &Transaction<'_>, s: &SourceRow) -> Result<()> {
 
 /// Makes a source's chunks exactly `chunks` (positions 0..n): unchanged positions keep
 /// their key and vector, changed ones are rewritten in place, extra ones are deleted.
-pub fn replace_chunks(tx: &Transaction<'_>, source_id: &str, chunks: &[NewChunk]) -> Result<ChunkDiff> {
+pub fn replace_chunks(
+    tx: &Transaction<'_>,
+    source_id: &str,
+    chunks: &[NewChunk],
+) -> Result<ChunkDiff> {
     let mut existing = std::collections::HashMap::new();
     {
-        let mut st = tx.prepare_cached("SELECT position, key, text_hash FROM chunks WHERE source_id = ?1")?;
+        let mut st =
+            tx.prepare_cached("SELECT position, key, text_hash FROM chunks WHERE source_id = ?1")?;
         let rows = st.query_map([source_id], |r| {
-            Ok((r.get::<_, i64>(0)?, (r.get::<_, i64>(1)? as u64, r.get::<_, String>(2)?)))
+            Ok((
+                r.get::<_, i64>(0)?,
+                (r.get::<_, i64>(1)? as u64, r.get::<_, String>(2)?),
+            ))
         })?;
         for row in rows {
             let (pos, v) = row?;
@@ -239,7 +257,11 @@ pub fn bump_generation(tx: &Transaction<'_>) -> Result<u64> {
 
 /// The current write generation.
 pub fn generation(c: &Connection) -> Result<u64> {
-    Ok(c.query_row("SELECT generation FROM index_state WHERE id = 1", [], |r| r.get::<_, i64>(0))? as u64)
+    Ok(
+        c.query_row("SELECT generation FROM index_state WHERE id = 1", [], |r| {
+            r.get::<_, i64>(0)
+        })? as u64,
+    )
 }
 
 /// Number of stored chunks.
@@ -281,7 +303,10 @@ pub fn chunks_by_keys(c: &Connection, keys: &[u64]) -> Result<Vec<ChunkRow>> {
 }
 
 /// Calls `f(key, text, embedding)` for every chunk, for rebuilding derived indexes.
-pub fn for_each_chunk(c: &Connection, mut f: impl FnMut(u64, &str, &str, Vec<f32>) -> Result<()>) -> Result<()> {
+pub fn for_each_chunk(
+    c: &Connection,
+    mut f: impl FnMut(u64, &str, &str, Vec<f32>) -> Result<()>,
+) -> Result<()> {
     let mut st = c.prepare("SELECT key, id, text, embedding FROM chunks ORDER BY key")?;
     let mut rows = st.query([])?;
     while let Some(r) = rows.next()? {

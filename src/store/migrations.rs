@@ -48,7 +48,8 @@ const MIGRATIONS: &[&str] = &[
 /// Applies every migration newer than the database's `user_version`, each in its own
 /// transaction.
 pub fn run(conn: &mut Connection) -> Result<()> {
-    let current: usize = conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))? as usize;
+    let current: usize =
+        conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))? as usize;
     if current > MIGRATIONS.len() {
         return Err(anyhow::anyhow!(
             "database schema version {current} is newer than this ragd ({}); upgrade ragd",
@@ -75,7 +76,9 @@ mod tests {
         let mut c = Connection::open_in_memory().unwrap();
         run(&mut c).unwrap();
         run(&mut c).unwrap();
-        let v: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        let v: i64 = c
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
         assert_eq!(v as usize, MIGRATIONS.len());
     }
 }

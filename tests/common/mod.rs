@@ -18,7 +18,11 @@ pub fn models_dir() -> PathBuf {
 /// The folder beside the repository holding the shared references and fixtures.
 pub fn shared_dir() -> PathBuf {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    assert!(p.exists(), "{} is missing: these tests need the shared references beside the repository", p.display());
+    assert!(
+        p.exists(),
+        "{} is missing: these tests need the shared references beside the repository",
+        p.display()
+    );
     p
 }
 
@@ -51,7 +55,9 @@ impl TestServer {
     /// Starts a server with `config` (its port is ignored: an ephemeral one is used).
     pub async fn start_with(config: Config) -> Self {
         let _ = tracing_subscriber_init();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let addr = listener.local_addr().unwrap();
         let data_dir = config.data_dir.clone();
         let (tx, rx) = oneshot::channel::<()>();
@@ -59,12 +65,21 @@ impl TestServer {
             let _ = rx.await;
         }));
         let base = format!("http://{addr}");
-        let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap();
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(120))
+            .build()
+            .unwrap();
         // Wait until it answers.
         for _ in 0..600 {
             if let Ok(r) = client.get(format!("{base}/api/v1/health")).send().await {
                 if r.status().is_success() {
-                    return Self { base, client, data_dir, stop: Some(tx), task: Some(task) };
+                    return Self {
+                        base,
+                        client,
+                        data_dir,
+                        stop: Some(tx),
+                        task: Some(task),
+                    };
                 }
             }
             if task.is_finished() {
@@ -92,7 +107,13 @@ impl TestServer {
 
     /// POSTs JSON and returns status and body.
     pub async fn post_json(&self, path: &str, body: &Value) -> (u16, Value) {
-        let r = self.client.post(self.url(path)).json(body).send().await.unwrap();
+        let r = self
+            .client
+            .post(self.url(path))
+            .json(body)
+            .send()
+            .await
+            .unwrap();
         let status = r.status().as_u16();
         (status, r.json().await.unwrap_or(Value::Null))
     }
@@ -108,14 +129,25 @@ impl TestServer {
     pub async fn upload(&self, name: &str, bytes: &[u8]) -> (u16, Value) {
         let part = reqwest::multipart::Part::bytes(bytes.to_vec()).file_name(name.to_owned());
         let form = reqwest::multipart::Form::new().part("file", part);
-        let r = self.client.post(self.url("/api/v1/upload")).multipart(form).send().await.unwrap();
+        let r = self
+            .client
+            .post(self.url("/api/v1/upload"))
+            .multipart(form)
+            .send()
+            .await
+            .unwrap();
         let status = r.status().as_u16();
         (status, r.json().await.unwrap_or(Value::Null))
     }
 
     /// Searches and returns the body (asserting 200).
     pub async fn search(&self, query: &str, top_k: u64) -> Value {
-        let (s, body) = self.post_json("/api/v1/search", &serde_json::json!({"query": query, "top_k": top_k})).await;
+        let (s, body) = self
+            .post_json(
+                "/api/v1/search",
+                &serde_json::json!({"query": query, "top_k": top_k}),
+            )
+            .await;
         assert_eq!(s, 200, "search failed: {body}");
         body
     }
@@ -134,7 +166,10 @@ fn tracing_subscriber_init() -> Result<(), ()> {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         if std::env::var_os("RAGD_TEST_LOG").is_some() {
-            let _ = tracing_subscriber::fmt().with_env_filter("info,ragd=debug").with_test_writer().try_init();
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter("info,ragd=debug")
+                .with_test_writer()
+                .try_init();
         }
     });
     Ok(())
@@ -144,7 +179,16 @@ fn tracing_subscriber_init() -> Result<(), ()> {
 pub fn assert_error_body(status: u16, body: &Value, expected: u16) {
     assert_eq!(status, expected, "unexpected status; body: {body}");
     assert_eq!(body["status_code"], expected, "body: {body}");
-    assert!(body["error"].as_str().is_some_and(|s| !s.is_empty()), "body: {body}");
-    assert!(body["detail"].as_str().is_some_and(|s| !s.is_empty()), "body: {body}");
-    assert!(body["timestamp"].as_str().is_some_and(|s| s.len() >= 19), "body: {body}");
+    assert!(
+        body["error"].as_str().is_some_and(|s| !s.is_empty()),
+        "body: {body}"
+    );
+    assert!(
+        body["detail"].as_str().is_some_and(|s| !s.is_empty()),
+        "body: {body}"
+    );
+    assert!(
+        body["timestamp"].as_str().is_some_and(|s| s.len() >= 19),
+        "body: {body}"
+    );
 }

@@ -24,7 +24,10 @@ pub struct ListQuery {
 /// A page of stored documents (chunks) in ingestion order.
 #[utoipa::path(get, path = "/api/v1/documents", tag = "documents", params(ListQuery),
     responses((status = 200, body = DocumentPage), (status = 400, body = ErrorBody)))]
-pub async fn list(State(state): State<AppState>, ApiQuery(q): ApiQuery<ListQuery>) -> Result<Json<DocumentPage>, ApiError> {
+pub async fn list(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<Json<DocumentPage>, ApiError> {
     let page = check_range("page", q.page.unwrap_or(1), 1, i64::MAX)? as u64;
     let page_size = check_range("page_size", q.page_size.unwrap_or(20), 1, 100)? as u64;
     Ok(Json(state.kb.documents(page, page_size).await?))
@@ -34,6 +37,9 @@ pub async fn list(State(state): State<AppState>, ApiQuery(q): ApiQuery<ListQuery
 #[utoipa::path(get, path = "/api/v1/documents/{doc_id}", tag = "documents",
     params(("doc_id" = String, Path, description = "document (chunk) id")),
     responses((status = 200, body = Document), (status = 404, body = ErrorBody)))]
-pub async fn get_one(State(state): State<AppState>, Path(doc_id): Path<String>) -> Result<Json<Document>, ApiError> {
+pub async fn get_one(
+    State(state): State<AppState>,
+    Path(doc_id): Path<String>,
+) -> Result<Json<Document>, ApiError> {
     Ok(Json(state.kb.document(doc_id).await?))
 }

@@ -43,7 +43,11 @@ pub struct Stats {
 /// Basic health: the process is up.
 #[utoipa::path(get, path = "/api/v1/health", tag = "health", responses((status = 200, body = Health)))]
 pub async fn health() -> Json<Health> {
-    Json(Health { status: "healthy".into(), version: env!("CARGO_PKG_VERSION").into(), timestamp: crate::time::now_iso() })
+    Json(Health {
+        status: "healthy".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        timestamp: crate::time::now_iso(),
+    })
 }
 
 /// Readiness of each component, checked for real on every call.
@@ -61,7 +65,11 @@ pub async fn ready(State(state): State<AppState>) -> Json<Ready> {
         healthy: false,
         detail: "no reranker model is configured; results are not reranked".into(),
     });
-    Json(Ready { ready, components, timestamp: crate::time::now_iso() })
+    Json(Ready {
+        ready,
+        components,
+        timestamp: crate::time::now_iso(),
+    })
 }
 
 /// Counts and configuration.

@@ -35,9 +35,19 @@ pub struct SearchRequest {
 /// Semantic search over stored chunks; scores are cosine similarities (higher is better).
 #[utoipa::path(post, path = "/api/v1/search", tag = "search", request_body = SearchRequest,
     responses((status = 200, body = SearchResponse), (status = 400, body = ErrorBody)))]
-pub async fn search(State(state): State<AppState>, ApiJson(req): ApiJson<SearchRequest>) -> Result<Json<SearchResponse>, ApiError> {
+pub async fn search(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<SearchRequest>,
+) -> Result<Json<SearchResponse>, ApiError> {
     let top_k = check_range("top_k", req.top_k, 1, 50)? as usize;
     let initial_k = check_range("initial_k", req.initial_k, 1, 100)? as usize;
-    let out = state.kb.search(SearchParams { query: req.query, top_k, initial_k }).await?;
+    let out = state
+        .kb
+        .search(SearchParams {
+            query: req.query,
+            top_k,
+            initial_k,
+        })
+        .await?;
     Ok(Json(out))
 }

@@ -26,8 +26,16 @@ pub struct UploadForm {
 #[utoipa::path(post, path = "/api/v1/upload", tag = "upload",
     request_body(content = UploadForm, content_type = "multipart/form-data"),
     responses((status = 200, body = IngestionResult), (status = 400, body = ErrorBody), (status = 413, body = ErrorBody)))]
-pub async fn upload(State(state): State<AppState>, multipart: Result<Multipart, axum::extract::multipart::MultipartRejection>) -> Result<Json<IngestionResult>, ApiError> {
-    let mut multipart = multipart.map_err(|e| ApiError::bad_request(format!("expected a multipart/form-data body: {}", e.body_text())))?;
+pub async fn upload(
+    State(state): State<AppState>,
+    multipart: Result<Multipart, axum::extract::multipart::MultipartRejection>,
+) -> Result<Json<IngestionResult>, ApiError> {
+    let mut multipart = multipart.map_err(|e| {
+        ApiError::bad_request(format!(
+            "expected a multipart/form-data body: {}",
+            e.body_text()
+        ))
+    })?;
     let limit = state.config.max_upload_bytes;
     let mut file: Option<(String, Vec<u8>)> = None;
     let mut section = String::from("uploaded");
@@ -36,7 +44,9 @@ pub async fn upload(State(state): State<AppState>, multipart: Result<Multipart, 
             Some("file") => {
                 let name = field.file_name().unwrap_or_default().to_owned();
                 if file.is_some() {
-                    return Err(ApiError::bad_request("send exactly one 'file' field (use /upload/bulk for many)"));
+                    return Err(ApiError::bad_request(
+                        "send exactly one 'file' field (use /upload/bulk for many)",
+                    ));
                 }
                 file = Some((name, read_limited(field, limit).await?));
             }
@@ -44,11 +54,19 @@ pub async fn upload(State(state): State<AppState>, multipart: Result<Multipart, 
             _ => {}
         }
     }
-    let (filename, bytes) = file.ok_or_else(|| ApiError::bad_request("missing form field 'file'"))?;
+    let (filename, bytes) =
+        file.ok_or_else(|| ApiError::bad_request("missing form field 'file'"))?;
     if bytes.is_empty() {
         return Err(ApiError::bad_request(format!("'{filename}' is empty")));
     }
-    let result = state.kb.ingest_file(FileUpload { filename, bytes, section }).await?;
+    let result = state
+        .kb
+        .ingest_file(FileUpload {
+            filename,
+            bytes,
+            section,
+        })
+        .await?;
     Ok(Json(result))
 }
 
@@ -65,12 +83,18 @@ pub async fn read_limited(mut field: Field<'_>, limit: u64) -> Result<Vec<u8>, A
 }
 
 fn too_large(limit: u64) -> ApiError {
-    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("the upload exceeds the limit of {limit} bytes"))
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("the upload exceeds the limit of {limit} bytes"),
+    )
 }
 
 fn multipart_error(e: MultipartError) -> ApiError {
     if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        return ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "the upload exceeds the size limit");
+        return ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "the upload exceeds the size limit",
+        );
     }
     ApiError::bad_request(format!("malformed multipart body: {}", e.body_text()))
 }
