@@ -12,6 +12,7 @@ use crate::state::AppState;
 
 /// Paging of `GET /documents`.
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// Page number, at least 1.
     #[param(default = 1, minimum = 1)]
