@@ -7,6 +7,7 @@ pub mod error;
 pub mod extract;
 pub mod kb;
 pub mod openapi;
+pub mod sse;
 
 use axum::extract::Request;
 use axum::middleware;

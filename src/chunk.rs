@@ -2,5 +2,6 @@
 //! window, with heading context, so no stored text lies outside its vector.
 
 pub mod retrieval;
+pub mod sections;
 
 pub use retrieval::{for_retrieval, RetrievalChunk};

@@ -32,6 +32,26 @@ pub struct Config {
     pub embed_queue_capacity: usize,
     /// `text` or `json` log lines (`RAGD_LOG_FORMAT`).
     pub log_format: LogFormat,
+    /// pdfium's shared library (`RAGD_PDFIUM_LIBRARY`); default `<models_dir>/pdfium/libpdfium.so`.
+    pub pdfium_library: Option<PathBuf>,
+    /// Tesseract languages for OCR (`RAGD_OCR_LANGUAGES`).
+    pub ocr_languages: String,
+    /// Most files parsed at once; more wait their turn.
+    pub max_concurrent_parses: usize,
+    /// Let scraping reach loopback, link-local and private addresses (`SCRAPE_ALLOW_PRIVATE`).
+    pub scrape_allow_private: bool,
+    /// Hosts scraping may reach even on private addresses (`SCRAPE_ALLOWED_HOSTS`, comma-separated).
+    pub scrape_allowed_hosts: Vec<String>,
+    /// Largest response body a scrape reads (`RAGD_MAX_SCRAPE_BYTES`).
+    pub max_scrape_bytes: u64,
+    /// Background task workers (`RAGD_TASK_WORKERS`).
+    pub task_workers: usize,
+    /// Most files in one `/upload/bulk` request.
+    pub max_bulk_files: usize,
+    /// Most entries in one uploaded ZIP.
+    pub max_zip_entries: usize,
+    /// Most bytes all entries of one ZIP may expand to.
+    pub max_zip_total_bytes: u64,
 }
 
 /// How log lines are written.
@@ -58,6 +78,16 @@ impl Default for Config {
             embed_batch_size: 32,
             embed_queue_capacity: 1024,
             log_format: LogFormat::Text,
+            pdfium_library: None,
+            ocr_languages: "eng+ara".into(),
+            max_concurrent_parses: 2,
+            scrape_allow_private: false,
+            scrape_allowed_hosts: Vec::new(),
+            max_scrape_bytes: 50 * 1024 * 1024,
+            task_workers: 2,
+            max_bulk_files: 100,
+            max_zip_entries: 1000,
+            max_zip_total_bytes: 1024 * 1024 * 1024,
         }
     }
 }
@@ -78,6 +108,16 @@ pub struct Layer {
     pub embed_batch_size: Option<usize>,
     pub embed_queue_capacity: Option<usize>,
     pub log_format: Option<LogFormat>,
+    pub pdfium_library: Option<PathBuf>,
+    pub ocr_languages: Option<String>,
+    pub max_concurrent_parses: Option<usize>,
+    pub scrape_allow_private: Option<bool>,
+    pub scrape_allowed_hosts: Option<KeyList>,
+    pub max_scrape_bytes: Option<u64>,
+    pub task_workers: Option<usize>,
+    pub max_bulk_files: Option<usize>,
+    pub max_zip_entries: Option<usize>,
+    pub max_zip_total_bytes: Option<u64>,
 }
 
 /// API keys as a TOML array or a comma-separated string.
@@ -145,6 +185,26 @@ impl Layer {
             embed_batch_size: parse("RAGD_EMBED_BATCH_SIZE")?.map(|v| v as usize),
             embed_queue_capacity: parse("RAGD_EMBED_QUEUE_CAPACITY")?.map(|v| v as usize),
             log_format,
+            pdfium_library: get("RAGD_PDFIUM_LIBRARY").map(PathBuf::from),
+            ocr_languages: get("RAGD_OCR_LANGUAGES"),
+            max_concurrent_parses: parse("RAGD_MAX_CONCURRENT_PARSES")?.map(|v| v as usize),
+            scrape_allow_private: match get("SCRAPE_ALLOW_PRIVATE")
+                .or_else(|| get("RAGD_SCRAPE_ALLOW_PRIVATE"))
+                .as_deref()
+            {
+                None => None,
+                Some("1" | "true" | "yes" | "on") => Some(true),
+                Some("0" | "false" | "no" | "off") => Some(false),
+                Some(other) => bail!("SCRAPE_ALLOW_PRIVATE={other:?}: expected true or false"),
+            },
+            scrape_allowed_hosts: get("SCRAPE_ALLOWED_HOSTS")
+                .or_else(|| get("RAGD_SCRAPE_ALLOWED_HOSTS"))
+                .map(KeyList::Csv),
+            max_scrape_bytes: parse("RAGD_MAX_SCRAPE_BYTES")?,
+            task_workers: parse("RAGD_TASK_WORKERS")?.map(|v| v as usize),
+            max_bulk_files: parse("RAGD_MAX_BULK_FILES")?.map(|v| v as usize),
+            max_zip_entries: parse("RAGD_MAX_ZIP_ENTRIES")?.map(|v| v as usize),
+            max_zip_total_bytes: parse("RAGD_MAX_ZIP_TOTAL_BYTES")?,
         })
     }
 }
@@ -174,8 +234,22 @@ impl Config {
             max_upload_bytes,
             embed_batch_size,
             embed_queue_capacity,
-            log_format
+            log_format,
+            ocr_languages,
+            max_concurrent_parses,
+            scrape_allow_private,
+            max_scrape_bytes,
+            task_workers,
+            max_bulk_files,
+            max_zip_entries,
+            max_zip_total_bytes
         );
+        if let Some(hosts) = l.scrape_allowed_hosts {
+            self.scrape_allowed_hosts = hosts.into_vec();
+        }
+        if let Some(p) = l.pdfium_library {
+            self.pdfium_library = Some(p);
+        }
         if let Some(keys) = l.api_keys {
             self.api_keys = keys.into_vec();
         }
@@ -194,6 +268,12 @@ impl Config {
         if self.max_upload_bytes == 0 {
             bail!("max_upload_bytes must be at least 1");
         }
+        if self.task_workers == 0 || self.max_bulk_files == 0 || self.max_zip_entries == 0 {
+            bail!("task_workers, max_bulk_files and max_zip_entries must be at least 1");
+        }
+        if self.max_concurrent_parses == 0 {
+            bail!("max_concurrent_parses must be at least 1");
+        }
         if self.host.trim().is_empty() {
             bail!("host must not be empty");
         }
@@ -208,6 +288,13 @@ impl Config {
         } else {
             self.models_dir.join(p)
         }
+    }
+
+    /// pdfium's shared library.
+    pub fn pdfium_library_path(&self) -> PathBuf {
+        self.pdfium_library
+            .clone()
+            .unwrap_or_else(|| self.models_dir.join("pdfium/libpdfium.so"))
     }
 
     /// Whether `/api/v1` requires `X-API-Key`.

@@ -20,6 +20,12 @@ pub enum Error {
     /// A component is not available (e.g. a model failed to load).
     #[error("{0}")]
     Unavailable(String),
+    /// The request conflicts with the resource's state (e.g. cancelling a finished task).
+    #[error("{0}")]
+    Conflict(String),
+    /// The work was cancelled before it was committed.
+    #[error("cancelled")]
+    Cancelled,
     /// Anything else; details go to the log, not to the client.
     #[error(transparent)]
     Internal(#[from] anyhow::Error),

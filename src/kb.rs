@@ -1,17 +1,21 @@
 //! The knowledge-base service: ingestion, search, documents and health, over the
 //! store, the derived indexes and the embedder. No HTTP types here.
 
+pub mod bulk;
 pub mod documents;
+pub mod fetch;
 pub mod health;
 pub mod indexes;
 pub mod ingest;
-pub mod language;
+pub mod parsing;
+pub mod scrape;
 pub mod search;
 pub mod types;
 
 use std::sync::Arc;
 
 use crate::ml::EmbedHandle;
+use crate::parse::ParseOptions;
 use crate::retrieval::{FullTextIndex, VectorIndex};
 use crate::store::Store;
 
@@ -25,23 +29,43 @@ pub struct KnowledgeBase {
     embedder: EmbedHandle,
     /// Serialises writes so SQLite and both indexes change in the same order.
     write_lock: tokio::sync::Mutex<()>,
+    /// Parser settings from the configuration (pdfium, OCR languages).
+    parse_defaults: ParseOptions,
+    /// Bounds how many files are parsed at once (parsing and OCR are CPU and memory heavy).
+    parse_permits: Arc<tokio::sync::Semaphore>,
+    /// What scraping may reach and read.
+    fetch_policy: fetch::FetchPolicy,
+}
+
+/// Everything a [`KnowledgeBase`] is built from.
+pub struct KbParts {
+    pub store: Store,
+    pub vectors: Arc<VectorIndex>,
+    pub fulltext: Arc<FullTextIndex>,
+    pub embedder: EmbedHandle,
+    pub parse_defaults: ParseOptions,
+    pub max_concurrent_parses: usize,
+    pub fetch_policy: fetch::FetchPolicy,
 }
 
 impl KnowledgeBase {
     /// Wires the parts together; [`indexes::reconcile`] must have run on the indexes.
-    pub fn new(
-        store: Store,
-        vectors: Arc<VectorIndex>,
-        fulltext: Arc<FullTextIndex>,
-        embedder: EmbedHandle,
-    ) -> Self {
+    pub fn new(p: KbParts) -> Self {
         Self {
-            store,
-            vectors,
-            fulltext,
-            embedder,
+            store: p.store,
+            vectors: p.vectors,
+            fulltext: p.fulltext,
+            embedder: p.embedder,
             write_lock: tokio::sync::Mutex::new(()),
+            parse_defaults: p.parse_defaults,
+            parse_permits: Arc::new(tokio::sync::Semaphore::new(p.max_concurrent_parses.max(1))),
+            fetch_policy: p.fetch_policy,
         }
+    }
+
+    /// The store (shared with the task system).
+    pub fn store(&self) -> &Store {
+        &self.store
     }
 
     /// The embedder handle (for stats and health).

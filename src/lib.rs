@@ -8,6 +8,7 @@ pub mod api;
 pub mod chunk;
 pub mod config;
 pub mod error;
+pub mod jobs;
 pub mod kb;
 pub mod ml;
 pub mod parse;

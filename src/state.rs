@@ -6,8 +6,11 @@ use std::time::Duration;
 use anyhow::Context as _;
 
 use crate::config::Config;
-use crate::kb::{indexes, KnowledgeBase};
+use crate::jobs::Jobs;
+use crate::kb::fetch::FetchPolicy;
+use crate::kb::{indexes, KbParts, KnowledgeBase};
 use crate::ml::{device, BertEmbedder, EmbedHandle, EmbedWorkerOptions};
+use crate::parse::ParseOptions;
 use crate::retrieval::{FullTextIndex, VectorIndex};
 use crate::store::Store;
 
@@ -19,6 +22,7 @@ const FLUSH_EVERY: Duration = Duration::from_secs(2);
 pub struct AppState {
     pub config: Arc<Config>,
     pub kb: Arc<KnowledgeBase>,
+    pub jobs: Jobs,
     flusher: Arc<tokio::task::JoinHandle<()>>,
 }
 
@@ -51,20 +55,44 @@ impl AppState {
             let (vectors, vdisk) = VectorIndex::open(&cfg.data_dir, dim)?;
             let (fulltext, fdisk) = FullTextIndex::open(&cfg.data_dir)?;
             indexes::reconcile(&store, &vectors, vdisk, &fulltext, fdisk).context("reconciling indexes")?;
-            Ok(KnowledgeBase::new(store, Arc::new(vectors), Arc::new(fulltext), embedder))
+            Ok(KnowledgeBase::new(KbParts {
+                store,
+                vectors: Arc::new(vectors),
+                fulltext: Arc::new(fulltext),
+                embedder,
+                parse_defaults: ParseOptions {
+                    pdfium_library: cfg.pdfium_library_path(),
+                    ocr_languages: cfg.ocr_languages.clone(),
+                    ..ParseOptions::default()
+                },
+                max_concurrent_parses: cfg.max_concurrent_parses,
+                fetch_policy: FetchPolicy {
+                    allow_private: cfg.scrape_allow_private,
+                    allowed_hosts: cfg.scrape_allowed_hosts.clone(),
+                    max_bytes: cfg.max_scrape_bytes,
+                },
+            }))
         })
         .await??;
         let kb = Arc::new(kb);
         let flusher = tokio::spawn(flush_loop(kb.clone()));
+        let jobs = Jobs::start(
+            kb.store().clone(),
+            kb.clone(),
+            &config.data_dir,
+            config.task_workers,
+        )?;
         Ok(Self {
             config,
             kb,
+            jobs,
             flusher: Arc::new(flusher),
         })
     }
 
     /// Stops background upkeep and writes the indexes to disk.
     pub async fn shutdown(&self) -> anyhow::Result<()> {
+        self.jobs.shutdown();
         self.flusher.abort();
         self.kb.flush().await?;
         Ok(())

@@ -3,6 +3,7 @@
 
 pub mod chunks;
 pub mod migrations;
+pub mod tasks;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

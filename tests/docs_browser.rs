@@ -12,7 +12,12 @@ async fn rendered_dom(url: &str) -> String {
     let profile = tempfile::tempdir().unwrap();
     let chromium = ["chromium", "chromium-browser"]
         .into_iter()
-        .find(|c| std::process::Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()))
+        .find(|c| {
+            std::process::Command::new(c)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
         .expect("chromium is not installed: run scripts/setup.sh");
     let run = tokio::process::Command::new(chromium)
         .args([
@@ -34,8 +39,15 @@ async fn rendered_dom(url: &str) -> String {
         .arg(url)
         .kill_on_drop(true)
         .output();
-    let out = tokio::time::timeout(Duration::from_secs(120), run).await.expect("chromium timed out").expect("chromium ran");
-    assert!(out.status.success(), "chromium failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = tokio::time::timeout(Duration::from_secs(120), run)
+        .await
+        .expect("chromium timed out")
+        .expect("chromium ran");
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -46,15 +58,27 @@ async fn swagger_ui_and_redoc_render_offline() {
 
     let swagger = rendered_dom(&s.url("/docs")).await;
     // Swagger UI rendered the operations from /openapi.json.
-    assert!(swagger.contains("opblock-summary-path"), "Swagger UI did not render operations");
+    assert!(
+        swagger.contains("opblock-summary-path"),
+        "Swagger UI did not render operations"
+    );
     for path in ["/api/v1/search", "/api/v1/upload", "/api/v1/health/ready"] {
         assert!(swagger.contains(path), "Swagger UI lacks {path}");
     }
     assert!(swagger.contains("ragd knowledge base API"));
 
     let redoc = rendered_dom(&s.url("/redoc")).await;
-    assert!(redoc.contains("ragd knowledge base API"), "ReDoc did not render the title");
-    assert!(redoc.contains("/api/v1/search"), "ReDoc did not render the operations");
-    assert!(!redoc.contains("Something went wrong"), "ReDoc reported an error");
+    assert!(
+        redoc.contains("ragd knowledge base API"),
+        "ReDoc did not render the title"
+    );
+    assert!(
+        redoc.contains("/api/v1/search"),
+        "ReDoc did not render the operations"
+    );
+    assert!(
+        !redoc.contains("Something went wrong"),
+        "ReDoc reported an error"
+    );
     s.stop().await;
 }

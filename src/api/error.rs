@@ -3,6 +3,7 @@
 
 use std::any::Any;
 
+use axum::extract::OriginalUri;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -78,6 +79,8 @@ impl From<Error> for ApiError {
             Error::Overloaded(m) | Error::Unavailable(m) => {
                 Self::new(StatusCode::SERVICE_UNAVAILABLE, m)
             }
+            Error::Conflict(m) => Self::new(StatusCode::CONFLICT, m),
+            Error::Cancelled => Self::new(StatusCode::CONFLICT, "the operation was cancelled"),
             Error::Internal(e) => {
                 tracing::error!(error = %format!("{e:#}"), "internal error");
                 Self::new(
@@ -101,7 +104,7 @@ impl IntoResponse for ApiError {
 }
 
 /// Fallback for unknown routes.
-pub async fn not_found(uri: axum::http::Uri) -> ApiError {
+pub async fn not_found(uri: OriginalUri) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
         format!("no route for {}", uri.path()),
@@ -109,7 +112,7 @@ pub async fn not_found(uri: axum::http::Uri) -> ApiError {
 }
 
 /// Fallback for a known route with the wrong method.
-pub async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+pub async fn method_not_allowed(method: axum::http::Method, uri: OriginalUri) -> ApiError {
     ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
         format!("{method} is not allowed on {}", uri.path()),

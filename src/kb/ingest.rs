@@ -7,10 +7,10 @@ use std::path::Path;
 use serde_json::{json, Map};
 use sha2::{Digest, Sha256};
 
-use super::{language, IngestionResult, KnowledgeBase};
+use super::{IngestionResult, KnowledgeBase};
 use crate::chunk::{self, RetrievalChunk};
 use crate::error::{Error, Result};
-use crate::parse::{self, Format};
+use crate::parse::{self, language, Format};
 use crate::retrieval::fulltext::FtDoc;
 use crate::store::{chunks as repo, NewChunk, SourceRow};
 
@@ -56,90 +56,143 @@ struct Prepared {
     hashes: Vec<String>,
 }
 
+/// Where a source came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceType {
+    File,
+    Url,
+}
+
+impl SourceType {
+    fn as_str(self) -> &'static str {
+        match self {
+            SourceType::File => "file",
+            SourceType::Url => "url",
+        }
+    }
+}
+
+/// Reports a task's progress (0.0-1.0) as ingestion moves through its stages.
+pub type Progress = std::sync::Arc<dyn Fn(f64) + Send + Sync>;
+
+/// One source to ingest.
+pub struct IngestSource {
+    /// The source's identity: a file name or a URL.
+    pub name: String,
+    pub source_type: SourceType,
+    pub format: Format,
+    pub bytes: Vec<u8>,
+    pub section: String,
+    /// Title to use when the document has none of its own (e.g. an HTML `<title>`).
+    pub title_hint: Option<String>,
+    /// Refuse content already stored under another source (`content_hash`).
+    pub check_duplicates: bool,
+    /// Commit only while this task is still running (cancellation is atomic).
+    pub task: Option<String>,
+    pub progress: Option<Progress>,
+}
+
 impl KnowledgeBase {
     /// Ingests one uploaded file synchronously and reports what changed.
-    #[tracing::instrument(skip_all, fields(filename = %up.filename, bytes = up.bytes.len()))]
     pub async fn ingest_file(&self, up: FileUpload) -> Result<IngestionResult> {
-        let started = std::time::Instant::now();
         let filename = clean_filename(&up.filename)?;
         let format =
             Format::for_filename(&filename).map_err(|e| Error::bad_request(e.to_string()))?;
-        let content_hash = sha256_hex(&up.bytes);
-        let section = if up.section.trim().is_empty() {
+        self.ingest(IngestSource {
+            name: filename,
+            source_type: SourceType::File,
+            format,
+            bytes: up.bytes,
+            section: up.section,
+            title_hint: None,
+            check_duplicates: true,
+            task: None,
+            progress: None,
+        })
+        .await
+    }
+
+    /// Parses, chunks, embeds and stores one source; a source is either written whole
+    /// (SQLite in one transaction, then both indexes) or not at all.
+    #[tracing::instrument(skip_all, fields(source = %src.name, bytes = src.bytes.len(), task = ?src.task))]
+    pub async fn ingest(&self, src: IngestSource) -> Result<IngestionResult> {
+        let started = std::time::Instant::now();
+        let name = src.name.clone();
+        if !src.format.is_available() {
+            return Err(Error::bad_request(format!(
+                "'{name}': this file type cannot be ingested by this build yet"
+            )));
+        }
+        let content_hash = sha256_hex(&src.bytes);
+        let section = if src.section.trim().is_empty() {
             "uploaded".to_owned()
         } else {
-            up.section.trim().to_owned()
+            src.section.trim().to_owned()
         };
-
-        let base = IngestionResult {
-            success: true,
-            filename: Some(filename.clone()),
-            ..Default::default()
+        let base = match src.source_type {
+            SourceType::File => IngestionResult {
+                success: true,
+                filename: Some(name.clone()),
+                ..Default::default()
+            },
+            SourceType::Url => IngestionResult {
+                success: true,
+                url: Some(name.clone()),
+                ..Default::default()
+            },
         };
-        if let Some(dup) = self.content_duplicate(&content_hash).await? {
-            tracing::info!(existing = %dup.0.source, "duplicate content; nothing written");
-            return Ok(duplicate_result(base, dup));
+        let report = |p: f64| {
+            if let Some(f) = &src.progress {
+                f(p)
+            }
+        };
+        if src.check_duplicates {
+            if let Some(dup) = self.content_duplicate(&content_hash).await? {
+                tracing::info!(existing = %dup.0.source, "duplicate content; nothing written");
+                return Ok(duplicate_result(base, dup));
+            }
         }
 
-        let counter = self.embedder.token_counter().clone();
-        let window = self.embedder.max_tokens();
-        let name = filename.clone();
-        let bytes = up.bytes;
-        let prepared = tokio::task::spawn_blocking(move || -> Result<Prepared> {
-            let doc = parse::parse(format, &bytes)
-                .map_err(|e| Error::bad_request(format!("{name}: {e}")))?;
-            let chunks = chunk::for_retrieval(&doc, &counter, window);
-            if chunks.is_empty() {
-                return Err(Error::bad_request(format!("{name}: no text to index")));
-            }
-            let all_text: String = chunks
-                .iter()
-                .take(20)
-                .map(|c| c.text.as_str())
-                .collect::<Vec<_>>()
-                .join("\n");
-            let doc_lang = language::detect(&all_text, language::DOCUMENT_CONFIDENCE)
-                .unwrap_or_else(|| language::UNDETERMINED.into());
-            let languages = chunks
-                .iter()
-                .map(|c| {
-                    language::detect(&c.text, language::CHUNK_CONFIDENCE)
-                        .unwrap_or_else(|| doc_lang.clone())
-                })
-                .collect();
-            let hashes = chunks
-                .iter()
-                .map(|c| sha256_hex(c.embed_input().as_bytes()))
-                .collect();
-            let title = doc.title.clone().unwrap_or_else(|| file_stem(&name));
-            Ok(Prepared {
-                title,
-                chunks,
-                languages,
-                hashes,
+        let prepared = {
+            let _permit = self
+                .parse_permits
+                .acquire()
+                .await
+                .map_err(|_| Error::Unavailable("shutting down".into()))?;
+            let counter = self.embedder.token_counter().clone();
+            let window = self.embedder.max_tokens();
+            let opts = self.parse_defaults.clone();
+            let (n, format, bytes, hint) =
+                (name.clone(), src.format, src.bytes, src.title_hint.clone());
+            tokio::task::spawn_blocking(move || {
+                prepare(&n, format, &bytes, &opts, &counter, window, hint)
             })
-        })
-        .await??;
+            .await??
+        };
         tracing::debug!(chunks = prepared.chunks.len(), "parsed and chunked");
+        report(0.4);
 
         // Embed what the stored version does not already have, outside the write lock.
-        let mut vectors = self.stored_vectors(&filename).await?;
+        let mut vectors = self.stored_vectors(&name).await?;
         let fresh = self.embed_missing(&prepared, &vectors).await?;
         vectors.extend(fresh);
+        report(0.8);
 
         let _guard = self.write_lock.lock().await;
         // Re-check under the lock: another request may have written meanwhile.
-        if let Some(dup) = self.content_duplicate(&content_hash).await? {
-            return Ok(duplicate_result(base, dup));
+        if src.check_duplicates {
+            if let Some(dup) = self.content_duplicate(&content_hash).await? {
+                return Ok(duplicate_result(base, dup));
+            }
         }
         let previous = {
-            let f = filename.clone();
+            let f = name.clone();
             self.store
                 .read(move |c| repo::source_by_name(c, &f))
                 .await?
         };
         // Vectors stored meanwhile are reused; anything still missing is embedded now.
-        vectors.extend(self.stored_vectors(&filename).await?);
+        vectors.extend(self.stored_vectors(&name).await?);
         let late = self.embed_missing(&prepared, &vectors).await?;
         vectors.extend(late);
 
@@ -149,10 +202,10 @@ impl KnowledgeBase {
                 .as_ref()
                 .map(|p| p.id.clone())
                 .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
-            source: filename.clone(),
-            source_type: "file".into(),
+            source: name.clone(),
+            source_type: src.source_type.as_str().into(),
             title: prepared.title.clone(),
-            file_type: format.extension().trim_start_matches('.').to_owned(),
+            file_type: file_type(src.format, &name),
             section: section.clone(),
             content_hash: content_hash.clone(),
             chunk_count: prepared.chunks.len() as i64,
@@ -163,7 +216,8 @@ impl KnowledgeBase {
             updated_at: now.clone(),
         };
         let rows = build_rows(&source, &prepared, &vectors, &now)?;
-        let result = self.write_source(source, rows).await?;
+        let result = self.write_source(source, rows, src.task.clone()).await?;
+        report(1.0);
 
         let mut out = IngestionResult {
             title: prepared.title,
@@ -174,11 +228,14 @@ impl KnowledgeBase {
         };
         if let Some(prev) = previous {
             out.is_duplicate = true;
-            out.duplicate_type = Some("filepath".into());
+            out.duplicate_type = Some(match src.source_type {
+                SourceType::File => "filepath".into(),
+                SourceType::Url => "url".into(),
+            });
             out.existing_doc_id = result.first_chunk_id;
             out.existing_doc_title = Some(prev.title);
             out.duplicate_message = Some(format!(
-                "'{filename}' was already stored with different content; updated in place \
+                "'{name}' was already stored; updated in place \
                  ({} added, {} updated, {} unchanged, {} removed)",
                 result.added, result.updated, result.skipped, result.removed
             ));
@@ -188,9 +245,25 @@ impl KnowledgeBase {
             chunks_updated = out.chunks_updated,
             chunks_skipped = out.chunks_skipped,
             elapsed_ms = started.elapsed().as_millis() as u64,
-            "file ingested"
+            "source ingested"
         );
         Ok(out)
+    }
+
+    /// The stored source named `name`, if any (for URL duplicate checks).
+    pub async fn source_exists(&self, name: &str) -> Result<Option<(SourceRow, Option<String>)>> {
+        let name = name.to_owned();
+        self.store
+            .read(move |c| {
+                Ok(match repo::source_by_name(c, &name)? {
+                    Some(s) => {
+                        let first = repo::first_chunk_id(c, &s.id)?;
+                        Some((s, first))
+                    }
+                    None => None,
+                })
+            })
+            .await
     }
 
     async fn content_duplicate(&self, hash: &str) -> Result<Option<(SourceRow, Option<String>)>> {
@@ -242,11 +315,21 @@ impl KnowledgeBase {
     }
 
     /// Writes a source and its chunks in one transaction, then the derived indexes.
-    async fn write_source(&self, source: SourceRow, rows: Vec<NewChunk>) -> Result<WriteOutcome> {
+    async fn write_source(
+        &self,
+        source: SourceRow,
+        rows: Vec<NewChunk>,
+        task: Option<String>,
+    ) -> Result<WriteOutcome> {
         let store = self.store.clone();
         let (vectors, fulltext) = (self.vectors.clone(), self.fulltext.clone());
         tokio::task::spawn_blocking(move || -> Result<WriteOutcome> {
             let (diff, generation) = store.write_sync(|tx| {
+                if let Some(t) = &task {
+                    if !crate::store::tasks::is_running(tx, t)? {
+                        return Err(Error::Cancelled);
+                    }
+                }
                 repo::upsert_source(tx, &source)?;
                 let diff = repo::replace_chunks(tx, &source.id, &rows)?;
                 Ok((diff, repo::bump_generation(tx)?))
@@ -346,6 +429,75 @@ fn duplicate_result(
             existing.source
         )),
         ..base
+    }
+}
+
+/// Parses and chunks on a blocking thread: everything ingestion needs before embedding.
+fn prepare(
+    name: &str,
+    format: Format,
+    bytes: &[u8],
+    opts: &parse::ParseOptions,
+    counter: &crate::ml::TokenCounter,
+    window: usize,
+    title_hint: Option<String>,
+) -> Result<Prepared> {
+    let mut doc = parse::parse(format, bytes, opts)
+        .map_err(|e| Error::bad_request(format!("{name}: {e}")))?;
+    // Stored text stays true to the source: only whitespace and hyphenation are repaired.
+    parse::clean::clean_document(
+        &mut doc,
+        parse::clean::CleanOptions {
+            remove_urls: false,
+            normalize_arabic: false,
+        },
+    );
+    let chunks = chunk::for_retrieval(&doc, counter, window);
+    if chunks.is_empty() {
+        return Err(Error::bad_request(format!("{name}: no text to index")));
+    }
+    let sample: String = chunks
+        .iter()
+        .take(20)
+        .map(|c| c.text.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let doc_lang = language::detect(&sample, language::DOCUMENT_CONFIDENCE)
+        .unwrap_or_else(|| language::UNDETERMINED.into());
+    let languages = chunks
+        .iter()
+        .map(|c| {
+            language::detect(&c.text, language::CHUNK_CONFIDENCE)
+                .unwrap_or_else(|| doc_lang.clone())
+        })
+        .collect();
+    let hashes = chunks
+        .iter()
+        .map(|c| sha256_hex(c.embed_input().as_bytes()))
+        .collect();
+    let title = doc
+        .title
+        .clone()
+        .or(title_hint)
+        .unwrap_or_else(|| file_stem(name));
+    Ok(Prepared {
+        title,
+        chunks,
+        languages,
+        hashes,
+    })
+}
+
+/// `file_type` metadata: the extension without its dot (`html` for scraped pages).
+fn file_type(format: Format, name: &str) -> String {
+    let ext = parse::extension_of(name);
+    if parse::EXTENSIONS
+        .iter()
+        .any(|(e, f)| *e == ext && *f == format)
+    {
+        ext.trim_start_matches('.').to_owned()
+    } else {
+        format!("{format:?}").to_lowercase()
     }
 }
 

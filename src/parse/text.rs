@@ -6,9 +6,6 @@ use super::{Block, BlockKind, ParseError, ParsedDocument};
 
 /// Decodes text bytes. Binary data (NUL bytes outside UTF-16) is refused.
 pub fn decode(bytes: &[u8]) -> Result<String, ParseError> {
-    if bytes.is_empty() {
-        return Err(ParseError::Empty);
-    }
     let text = if let Some(rest) = bytes.strip_prefix(&[0xEF, 0xBB, 0xBF]) {
         String::from_utf8(rest.to_vec())
             .map_err(|_| ParseError::Invalid("invalid UTF-8 after BOM".into()))?
@@ -77,7 +74,6 @@ mod tests {
             decode(b"\x00\x01bin"),
             Err(ParseError::Invalid(_))
         ));
-        assert!(matches!(decode(b""), Err(ParseError::Empty)));
         let d = parse("one\r\ntwo\n\n\nthree");
         assert_eq!(d.blocks.len(), 2);
         assert_eq!(d.blocks[0].text, "one\r\ntwo".replace('\r', "").as_str());

@@ -318,3 +318,123 @@ pub fn for_each_chunk(
     }
     Ok(())
 }
+
+/// Keys of the chunks matching `where_sql` (a condition over `chunks` joined with
+/// `sources`), then deletes those chunks and any source left without chunks. Returns
+/// the deleted keys.
+fn delete_where(
+    tx: &Transaction<'_>,
+    where_sql: &str,
+    args: &[&dyn rusqlite::ToSql],
+) -> Result<Vec<u64>> {
+    let keys: Vec<u64> = {
+        let mut st = tx.prepare(&format!("SELECT key FROM chunks WHERE {where_sql}"))?;
+        let rows = st.query_map(args, |r| r.get::<_, i64>(0))?;
+        rows.map(|k| k.map(|k| k as u64))
+            .collect::<rusqlite::Result<_>>()?
+    };
+    if keys.is_empty() {
+        return Ok(keys);
+    }
+    tx.execute(&format!("DELETE FROM chunks WHERE {where_sql}"), args)?;
+    tx.execute("DELETE FROM sources WHERE NOT EXISTS (SELECT 1 FROM chunks WHERE chunks.source_id = sources.id)", [])?;
+    tx.execute(
+        "UPDATE sources SET chunk_count = (SELECT COUNT(*) FROM chunks WHERE chunks.source_id = sources.id)",
+        [],
+    )?;
+    Ok(keys)
+}
+
+/// Deletes one chunk by id; `None` when there is no such chunk.
+pub fn delete_chunk(tx: &Transaction<'_>, id: &str) -> Result<Option<u64>> {
+    Ok(delete_where(tx, "id = ?1", &[&id])?.pop())
+}
+
+/// Deletes every chunk of the source named `source` (and the source).
+pub fn delete_source(tx: &Transaction<'_>, source: &str) -> Result<Vec<u64>> {
+    delete_where(
+        tx,
+        "source_id IN (SELECT id FROM sources WHERE source = ?1)",
+        &[&source],
+    )
+}
+
+/// A metadata condition: a key (letters, digits, `_`) and what its value must satisfy.
+#[derive(Debug, Clone)]
+pub enum MetaCond {
+    Eq(String, Value),
+    In(String, Vec<Value>),
+    Ne(String, Value),
+}
+
+fn sql_value(v: &Value) -> rusqlite::types::Value {
+    use rusqlite::types::Value as V;
+    match v {
+        Value::Bool(b) => V::Integer(*b as i64),
+        Value::Number(n) => n
+            .as_i64()
+            .map(V::Integer)
+            .unwrap_or_else(|| V::Real(n.as_f64().unwrap_or(0.0))),
+        Value::String(s) => V::Text(s.clone()),
+        _ => V::Null,
+    }
+}
+
+/// Deletes the chunks whose metadata satisfies every condition. Keys must already be
+/// validated as plain identifiers (they become JSON paths).
+pub fn delete_by_metadata(tx: &Transaction<'_>, conds: &[MetaCond]) -> Result<Vec<u64>> {
+    let mut clauses = Vec::new();
+    let mut args: Vec<rusqlite::types::Value> = Vec::new();
+    for c in conds {
+        let key = match c {
+            MetaCond::Eq(k, _) | MetaCond::In(k, _) | MetaCond::Ne(k, _) => k,
+        };
+        debug_assert!(key
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || ch == '_'));
+        let path = format!("json_extract(metadata, '$.{key}')");
+        match c {
+            MetaCond::Eq(_, v) => {
+                args.push(sql_value(v));
+                clauses.push(format!("{path} = ?{}", args.len()));
+            }
+            MetaCond::Ne(_, v) => {
+                args.push(sql_value(v));
+                clauses.push(format!("({path} IS NULL OR {path} != ?{})", args.len()));
+            }
+            MetaCond::In(_, vs) => {
+                let mut marks = Vec::new();
+                for v in vs {
+                    args.push(sql_value(v));
+                    marks.push(format!("?{}", args.len()));
+                }
+                clauses.push(if marks.is_empty() {
+                    "0".into()
+                } else {
+                    format!("{path} IN ({})", marks.join(", "))
+                });
+            }
+        }
+    }
+    let refs: Vec<&dyn rusqlite::ToSql> = args.iter().map(|a| a as &dyn rusqlite::ToSql).collect();
+    delete_where(tx, &clauses.join(" AND "), &refs)
+}
+
+/// Every source name, sorted.
+pub fn source_names(c: &Connection) -> Result<Vec<String>> {
+    let mut st = c.prepare("SELECT source FROM sources ORDER BY source")?;
+    let rows = st.query_map([], |r| r.get(0))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Chunk counts grouped by a metadata key (`source`, `language`, ...).
+pub fn count_by(c: &Connection, key: &str) -> Result<Vec<(String, u64)>> {
+    let sql = format!(
+        "SELECT COALESCE(json_extract(metadata, '$.{key}'), ''), COUNT(*) FROM chunks GROUP BY 1 ORDER BY 1"
+    );
+    let mut st = c.prepare(&sql)?;
+    let rows = st.query_map([], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64))
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}

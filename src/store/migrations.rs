@@ -43,6 +43,23 @@ const MIGRATIONS: &[&str] = &[
     );
     INSERT INTO index_state (id, generation) VALUES (1, 0);
     "#,
+    // 2: durable background tasks.
+    r#"
+    CREATE TABLE tasks (
+        id           TEXT PRIMARY KEY,
+        kind         TEXT NOT NULL CHECK (kind IN ('upload', 'scrape')),
+        status       TEXT NOT NULL CHECK (status IN ('pending', 'running', 'completed', 'failed', 'cancelled')),
+        progress     REAL NOT NULL DEFAULT 0,
+        params       TEXT NOT NULL,
+        result       TEXT,
+        error        TEXT,
+        created_at   TEXT NOT NULL,
+        started_at   TEXT,
+        completed_at TEXT
+    );
+    CREATE INDEX tasks_status_created ON tasks(status, created_at);
+    CREATE INDEX tasks_created ON tasks(created_at);
+    "#,
 ];
 
 /// Applies every migration newer than the database's `user_version`, each in its own

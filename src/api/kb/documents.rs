@@ -2,13 +2,16 @@
 
 use axum::extract::{Path, State};
 use axum::Json;
-use serde::Deserialize;
-use utoipa::IntoParams;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::{IntoParams, ToSchema};
 
 use crate::api::error::{ApiError, ErrorBody};
-use crate::api::extract::{check_range, ApiQuery};
+use crate::api::extract::{check_range, ApiJson, ApiQuery};
+use crate::kb::documents::{BatchDelete, DeleteOutcome, DocumentStats};
 use crate::kb::{Document, DocumentPage};
 use crate::state::AppState;
+use crate::store::chunks::MetaCond;
 
 /// Paging of `GET /documents`.
 #[derive(Deserialize, IntoParams)]
@@ -43,4 +46,177 @@ pub async fn get_one(
     Path(doc_id): Path<String>,
 ) -> Result<Json<Document>, ApiError> {
     Ok(Json(state.kb.document(doc_id).await?))
+}
+
+/// Result of `DELETE /documents/{doc_id}`.
+#[utoipa::path(delete, path = "/api/v1/documents/{doc_id}", tag = "documents",
+    params(("doc_id" = String, Path, description = "document (chunk) id")),
+    responses((status = 200, body = DeleteOutcome)))]
+pub async fn delete_one(
+    State(state): State<AppState>,
+    Path(doc_id): Path<String>,
+) -> Result<Json<DeleteOutcome>, ApiError> {
+    Ok(Json(state.kb.delete_document(doc_id).await?))
+}
+
+/// Body of `POST /documents/delete`.
+#[derive(Deserialize, ToSchema)]
+pub struct BatchRequest {
+    pub doc_ids: Vec<String>,
+}
+
+/// Most ids in one batch delete.
+const MAX_BATCH: usize = 1000;
+
+/// Deletes several documents; unknown ids count as skipped.
+#[utoipa::path(post, path = "/api/v1/documents/delete", tag = "documents", request_body = BatchRequest,
+    responses((status = 200, body = BatchDelete), (status = 400, body = ErrorBody)))]
+pub async fn delete_batch(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<BatchRequest>,
+) -> Result<Json<BatchDelete>, ApiError> {
+    if req.doc_ids.len() > MAX_BATCH {
+        return Err(ApiError::bad_request(format!(
+            "at most {MAX_BATCH} doc_ids per request"
+        )));
+    }
+    Ok(Json(state.kb.delete_documents(req.doc_ids).await?))
+}
+
+/// Body of `POST /documents/delete/by-source`.
+#[derive(Deserialize, ToSchema)]
+pub struct BySourceRequest {
+    /// The source (file name or URL) whose documents are deleted.
+    pub source: String,
+}
+
+/// Result of `POST /documents/delete/by-source`.
+#[derive(Serialize, ToSchema)]
+pub struct BySourceResult {
+    pub source: String,
+    pub deleted: u64,
+}
+
+/// Deletes every document of one source.
+#[utoipa::path(post, path = "/api/v1/documents/delete/by-source", tag = "documents", request_body = BySourceRequest,
+    responses((status = 200, body = BySourceResult), (status = 400, body = ErrorBody)))]
+pub async fn delete_by_source(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<BySourceRequest>,
+) -> Result<Json<BySourceResult>, ApiError> {
+    if req.source.trim().is_empty() {
+        return Err(ApiError::bad_request("source must not be empty"));
+    }
+    let deleted = state.kb.delete_source(req.source.clone()).await?;
+    Ok(Json(BySourceResult {
+        source: req.source,
+        deleted,
+    }))
+}
+
+/// Body of `POST /documents/delete/by-filter`.
+#[derive(Deserialize, ToSchema)]
+pub struct ByFilterRequest {
+    /// Metadata key to value; several keys are AND-ed; a value may be
+    /// `{"$in": [..]}` or `{"$ne": v}`. Empty is refused.
+    #[serde(rename = "where")]
+    #[schema(value_type = Object)]
+    pub filter: Map<String, Value>,
+}
+
+/// Result of `POST /documents/delete/by-filter`.
+#[derive(Serialize, ToSchema)]
+pub struct ByFilterResult {
+    #[serde(rename = "where")]
+    #[schema(value_type = Object)]
+    pub filter: Map<String, Value>,
+    pub deleted: u64,
+}
+
+fn conditions(filter: &Map<String, Value>) -> Result<Vec<MetaCond>, ApiError> {
+    if filter.is_empty() {
+        return Err(ApiError::bad_request(
+            "'where' must name at least one metadata key; it never means 'delete all'",
+        ));
+    }
+    let scalar = |k: &str, v: &Value| -> Result<Value, ApiError> {
+        match v {
+            Value::String(_) | Value::Number(_) | Value::Bool(_) => Ok(v.clone()),
+            _ => Err(ApiError::bad_request(format!(
+                "where.{k}: expected a string, number or boolean"
+            ))),
+        }
+    };
+    filter
+        .iter()
+        .map(|(k, v)| {
+            if k.is_empty()
+                || k.len() > 64
+                || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            {
+                return Err(ApiError::bad_request(format!(
+                    "where: '{k}' is not a metadata key"
+                )));
+            }
+            match v {
+                Value::Object(op) if op.len() == 1 && op.contains_key("$in") => match &op["$in"] {
+                    Value::Array(items) => Ok(MetaCond::In(
+                        k.clone(),
+                        items
+                            .iter()
+                            .map(|i| scalar(k, i))
+                            .collect::<Result<_, _>>()?,
+                    )),
+                    _ => Err(ApiError::bad_request(format!(
+                        "where.{k}.$in must be an array"
+                    ))),
+                },
+                Value::Object(op) if op.len() == 1 && op.contains_key("$ne") => {
+                    Ok(MetaCond::Ne(k.clone(), scalar(k, &op["$ne"])?))
+                }
+                Value::Object(_) => Err(ApiError::bad_request(format!(
+                    "where.{k}: operators are $in and $ne"
+                ))),
+                other => Ok(MetaCond::Eq(k.clone(), scalar(k, other)?)),
+            }
+        })
+        .collect()
+}
+
+/// Deletes every document whose metadata matches the filter.
+#[utoipa::path(post, path = "/api/v1/documents/delete/by-filter", tag = "documents", request_body = ByFilterRequest,
+    responses((status = 200, body = ByFilterResult), (status = 400, body = ErrorBody)))]
+pub async fn delete_by_filter(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<ByFilterRequest>,
+) -> Result<Json<ByFilterResult>, ApiError> {
+    let conds = conditions(&req.filter)?;
+    let deleted = state.kb.delete_by_filter(conds).await?;
+    Ok(Json(ByFilterResult {
+        filter: req.filter,
+        deleted,
+    }))
+}
+
+/// Unique sources.
+#[derive(Serialize, ToSchema)]
+pub struct Sources {
+    pub sources: Vec<String>,
+    pub count: usize,
+}
+
+/// Every stored source.
+#[utoipa::path(get, path = "/api/v1/documents/sources", tag = "documents", responses((status = 200, body = Sources)))]
+pub async fn sources(State(state): State<AppState>) -> Result<Json<Sources>, ApiError> {
+    let sources = state.kb.sources().await?;
+    Ok(Json(Sources {
+        count: sources.len(),
+        sources,
+    }))
+}
+
+/// Document counts by source and language.
+#[utoipa::path(get, path = "/api/v1/documents/stats", tag = "documents", responses((status = 200, body = DocumentStats)))]
+pub async fn stats(State(state): State<AppState>) -> Result<Json<DocumentStats>, ApiError> {
+    Ok(Json(state.kb.document_stats().await?))
 }

@@ -1,12 +1,14 @@
 //! `POST /upload`: one file, parsed, chunked, embedded and stored before the answer.
 
-use axum::extract::multipart::{Field, MultipartError};
+use axum::extract::multipart::MultipartRejection;
 use axum::extract::{Multipart, State};
-use axum::http::StatusCode;
 use axum::Json;
 use utoipa::ToSchema;
 
+use super::form::Form;
 use crate::api::error::{ApiError, ErrorBody};
+use crate::jobs::TaskAck;
+use crate::kb::bulk::{unzip, BulkResult, ZipLimits};
 use crate::kb::ingest::FileUpload;
 use crate::kb::IngestionResult;
 use crate::state::AppState;
@@ -15,7 +17,7 @@ use crate::state::AppState;
 #[allow(dead_code)]
 #[derive(ToSchema)]
 pub struct UploadForm {
-    /// The file (`.txt`, `.md`, `.markdown`).
+    /// The file.
     #[schema(value_type = String, format = Binary)]
     file: Vec<u8>,
     /// Section label stored with every chunk; default `uploaded`.
@@ -28,73 +30,113 @@ pub struct UploadForm {
     responses((status = 200, body = IngestionResult), (status = 400, body = ErrorBody), (status = 413, body = ErrorBody)))]
 pub async fn upload(
     State(state): State<AppState>,
-    multipart: Result<Multipart, axum::extract::multipart::MultipartRejection>,
+    multipart: Result<Multipart, MultipartRejection>,
 ) -> Result<Json<IngestionResult>, ApiError> {
-    let mut multipart = multipart.map_err(|e| {
-        ApiError::bad_request(format!(
-            "expected a multipart/form-data body: {}",
-            e.body_text()
-        ))
-    })?;
-    let limit = state.config.max_upload_bytes;
-    let mut file: Option<(String, Vec<u8>)> = None;
-    let mut section = String::from("uploaded");
-    while let Some(field) = multipart.next_field().await.map_err(multipart_error)? {
-        match field.name() {
-            Some("file") => {
-                let name = field.file_name().unwrap_or_default().to_owned();
-                if file.is_some() {
-                    return Err(ApiError::bad_request(
-                        "send exactly one 'file' field (use /upload/bulk for many)",
-                    ));
-                }
-                file = Some((name, read_limited(field, limit).await?));
-            }
-            Some("section") => section = field.text().await.map_err(multipart_error)?,
-            _ => {}
-        }
-    }
-    let (filename, bytes) =
-        file.ok_or_else(|| ApiError::bad_request("missing form field 'file'"))?;
-    if bytes.is_empty() {
-        return Err(ApiError::bad_request(format!("'{filename}' is empty")));
-    }
+    let mut form = Form::read(multipart, state.config.max_upload_bytes, 1).await?;
+    let file = form.one_file("file")?;
+    let section = form.text("section", "uploaded");
     let result = state
         .kb
         .ingest_file(FileUpload {
-            filename,
-            bytes,
+            filename: file.name,
+            bytes: file.bytes,
             section,
         })
         .await?;
     Ok(Json(result))
 }
 
-/// Reads a file field, refusing it with 413 as soon as it passes `limit` bytes.
-pub async fn read_limited(mut field: Field<'_>, limit: u64) -> Result<Vec<u8>, ApiError> {
-    let mut out = Vec::new();
-    while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
-        if out.len() as u64 + chunk.len() as u64 > limit {
-            return Err(too_large(limit));
-        }
-        out.extend_from_slice(&chunk);
-    }
-    Ok(out)
+/// Uploads one file and queues its ingestion; the file is saved before the task id is returned.
+#[utoipa::path(post, path = "/api/v1/upload/async", tag = "upload",
+    request_body(content = UploadForm, content_type = "multipart/form-data"),
+    responses((status = 200, body = TaskAck), (status = 400, body = ErrorBody), (status = 413, body = ErrorBody)))]
+pub async fn upload_async(
+    State(state): State<AppState>,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> Result<Json<TaskAck>, ApiError> {
+    let mut form = Form::read(multipart, state.config.max_upload_bytes, 1).await?;
+    let file = form.one_file("file")?;
+    let section = form.text("section", "uploaded");
+    Ok(Json(
+        state
+            .jobs
+            .submit_upload(file.name, file.bytes, section)
+            .await?,
+    ))
 }
 
-fn too_large(limit: u64) -> ApiError {
-    ApiError::new(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        format!("the upload exceeds the limit of {limit} bytes"),
+/// The multipart form of `/upload/bulk`.
+#[allow(dead_code)]
+#[derive(ToSchema)]
+pub struct BulkForm {
+    /// The files (repeat the field).
+    #[schema(value_type = Vec<String>, format = Binary)]
+    files: Vec<Vec<u8>>,
+    /// Section label for every chunk; default `uploaded`.
+    section: Option<String>,
+}
+
+/// Uploads many files and ingests each synchronously.
+#[utoipa::path(post, path = "/api/v1/upload/bulk", tag = "upload",
+    request_body(content = BulkForm, content_type = "multipart/form-data"),
+    responses((status = 200, body = BulkResult), (status = 400, body = ErrorBody), (status = 413, body = ErrorBody)))]
+pub async fn upload_bulk(
+    State(state): State<AppState>,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> Result<Json<BulkResult>, ApiError> {
+    let form = Form::read(
+        multipart,
+        state.config.max_upload_bytes,
+        state.config.max_bulk_files,
     )
+    .await?;
+    let section = form_section(&form.text("section", "uploaded"));
+    let files: Vec<(String, Vec<u8>)> = form
+        .files
+        .into_iter()
+        .filter(|(k, _)| k == "files" || k == "files[]")
+        .map(|(_, f)| (f.name, f.bytes))
+        .collect();
+    if files.is_empty() {
+        return Err(ApiError::bad_request(
+            "send at least one file in the 'files' field",
+        ));
+    }
+    Ok(Json(state.kb.ingest_many(files, section).await))
 }
 
-fn multipart_error(e: MultipartError) -> ApiError {
-    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        return ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "the upload exceeds the size limit",
-        );
+/// Uploads a ZIP archive; every file inside is ingested.
+#[utoipa::path(post, path = "/api/v1/upload/bulk/zip", tag = "upload",
+    request_body(content = UploadForm, content_type = "multipart/form-data"),
+    responses((status = 200, body = BulkResult), (status = 400, body = ErrorBody), (status = 413, body = ErrorBody)))]
+pub async fn upload_zip(
+    State(state): State<AppState>,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> Result<Json<BulkResult>, ApiError> {
+    let mut form = Form::read(multipart, state.config.max_upload_bytes, 1).await?;
+    let file = form.one_file("file")?;
+    let section = form.text("section", "uploaded");
+    let c = &state.config;
+    let limits = ZipLimits {
+        max_entries: c.max_zip_entries,
+        max_entry_bytes: c.max_upload_bytes,
+        max_total_bytes: c.max_zip_total_bytes,
+        max_ratio: 200,
+    };
+    let bytes = file.bytes;
+    let files = tokio::task::spawn_blocking(move || unzip(&bytes, limits))
+        .await
+        .map_err(|e| ApiError::from(crate::error::Error::from(e)))??;
+    if files.is_empty() {
+        return Err(ApiError::bad_request("the ZIP archive holds no files"));
     }
-    ApiError::bad_request(format!("malformed multipart body: {}", e.body_text()))
+    Ok(Json(state.kb.ingest_many(files, section).await))
+}
+
+fn form_section(s: &str) -> String {
+    if s.trim().is_empty() {
+        "uploaded".into()
+    } else {
+        s.trim().to_owned()
+    }
 }

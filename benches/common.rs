@@ -1,0 +1,69 @@
+//! Inputs shared by the benches.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+/// The installed default embedder's folder.
+pub fn embedder_dir() -> PathBuf {
+    std::env::var_os("RAGD_MODELS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("models"))
+        .join("all-MiniLM-L6-v2")
+}
+
+/// The peers' benchmark passages: `make_passages(n, seed=1234)` from
+/// `../shared/tools/passages.py`, produced by running that script.
+pub fn peer_passages(n: usize) -> Vec<String> {
+    let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools");
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(format!(
+            "import json, sys; sys.path.insert(0, {:?}); from passages import make_passages; print(json.dumps(make_passages({n}, seed=1234)))",
+            tools.display().to_string()
+        ))
+        .output()
+        .expect("python3 is needed to generate the peers' passages");
+    assert!(
+        out.status.success(),
+        "passages.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("passages JSON")
+}
+
+/// Deterministic English-like text of exactly `tokens` tokens (special tokens included)
+/// for the given counter.
+pub fn text_of_tokens(count: impl Fn(&str) -> usize, tokens: usize, seed: usize) -> String {
+    const WORDS: &[&str] = &[
+        "retrieval",
+        "index",
+        "document",
+        "passage",
+        "the",
+        "model",
+        "of",
+        "server",
+        "query",
+        "vector",
+        "search",
+        "answer",
+        "local",
+        "memory",
+        "token",
+        "and",
+        "engine",
+        "quickly",
+        "table",
+        "report",
+    ];
+    let mut words: Vec<&str> = Vec::new();
+    let mut i = seed;
+    while count(&words.join(" ")) < tokens {
+        words.push(WORDS[i % WORDS.len()]);
+        i = i.wrapping_mul(31).wrapping_add(7);
+    }
+    while count(&words.join(" ")) > tokens {
+        words.pop();
+    }
+    words.join(" ")
+}

@@ -1,0 +1,268 @@
+//! Durable background tasks (async uploads and scrapes). The protocol: the upload is
+//! written to the data directory and renamed into place, the task row is committed,
+//! the workers are woken, and only then is the task id returned. Workers claim tasks
+//! from SQLite, report progress there, and a task left unfinished by a crash is
+//! resumed at start-up. Cancellation is atomic: a source is committed only while its
+//! task is still running.
+
+pub mod runner;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde::Serialize;
+use serde_json::{json, Value};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use utoipa::ToSchema;
+
+use crate::error::{Error, Result};
+use crate::kb::KnowledgeBase;
+use crate::store::{tasks as repo, Store};
+
+/// A task as the API shows it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TaskView {
+    pub task_id: String,
+    /// `pending`, `running`, `completed`, `failed` or `cancelled`.
+    pub status: String,
+    /// Fraction done: 1.0 when completed.
+    pub progress: f64,
+    #[schema(value_type = Object)]
+    pub result: Option<Value>,
+    pub error: Option<String>,
+    pub created_at: String,
+    pub started_at: Option<String>,
+    pub completed_at: Option<String>,
+    /// `upload` or `scrape`.
+    pub kind: String,
+}
+
+/// Answer to a task submission.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TaskAck {
+    pub task_id: String,
+    pub status: String,
+    pub message: String,
+    pub created_at: String,
+}
+
+/// Tasks listing.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TaskList {
+    pub tasks: Vec<TaskView>,
+    pub total: u64,
+}
+
+/// Answer to a cancellation.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CancelResult {
+    pub task_id: String,
+    pub status: String,
+    pub message: String,
+}
+
+impl From<repo::TaskRow> for TaskView {
+    fn from(r: repo::TaskRow) -> Self {
+        TaskView {
+            task_id: r.id,
+            status: r.status,
+            progress: r.progress,
+            result: r.result,
+            error: r.error,
+            created_at: r.created_at,
+            started_at: r.started_at,
+            completed_at: r.completed_at,
+            kind: r.kind,
+        }
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) store: Store,
+    pub(crate) kb: Arc<KnowledgeBase>,
+    pub(crate) uploads: PathBuf,
+    pub(crate) wake: Notify,
+    /// Cancellation handles of the tasks being run now.
+    pub(crate) running: Mutex<HashMap<String, CancellationToken>>,
+    pub(crate) shutdown: CancellationToken,
+}
+
+/// The task system: submission, queries, cancellation; workers run in the background.
+#[derive(Clone)]
+pub struct Jobs {
+    inner: Arc<Inner>,
+}
+
+fn now() -> String {
+    crate::time::now_iso()
+}
+
+/// Writes `bytes` durably at `path` (temp file, fsync, rename, fsync of the folder).
+fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let tmp = path.with_extension("part");
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+impl Jobs {
+    /// Re-queues tasks a previous process left running and starts `workers` workers.
+    pub fn start(
+        store: Store,
+        kb: Arc<KnowledgeBase>,
+        data_dir: &Path,
+        workers: usize,
+    ) -> Result<Self> {
+        let uploads = data_dir.join("uploads");
+        std::fs::create_dir_all(&uploads).map_err(|e| Error::Internal(e.into()))?;
+        let requeued = store.write_sync(|tx| repo::requeue_interrupted(tx))?;
+        let pending = store.read_sync(|c| repo::unfinished(c))?.len();
+        if pending > 0 {
+            tracing::info!(requeued, pending, "resuming unfinished tasks");
+        }
+        let inner = Arc::new(Inner {
+            store,
+            kb,
+            uploads,
+            wake: Notify::new(),
+            running: Mutex::new(HashMap::new()),
+            shutdown: CancellationToken::new(),
+        });
+        for n in 0..workers.max(1) {
+            tokio::spawn(runner::worker(inner.clone(), n));
+        }
+        Ok(Self { inner })
+    }
+
+    /// Stops the workers; tasks they were running stay `running` and resume at the next start.
+    pub fn shutdown(&self) {
+        self.inner.shutdown.cancel();
+    }
+
+    /// Saves an upload and queues its ingestion.
+    pub async fn submit_upload(
+        &self,
+        filename: String,
+        bytes: Vec<u8>,
+        section: String,
+    ) -> Result<TaskAck> {
+        let filename = crate::kb::ingest::clean_filename(&filename)?;
+        let format = crate::parse::Format::for_filename(&filename)
+            .map_err(|e| Error::bad_request(e.to_string()))?;
+        if !format.is_available() {
+            return Err(Error::bad_request(format!(
+                "'{filename}': this file type cannot be ingested by this build yet"
+            )));
+        }
+        let id = uuid::Uuid::new_v4().to_string();
+        let path = self.inner.uploads.join(&id);
+        let params = json!({ "filename": filename, "section": section });
+        let store = self.inner.store.clone();
+        let (tid, created) = (id.clone(), now());
+        let created_at = created.clone();
+        tokio::task::spawn_blocking(move || -> Result<()> {
+            write_durably(&path, &bytes)
+                .map_err(|e| Error::Internal(anyhow::Error::new(e).context("saving the upload")))?;
+            store.write_sync(|tx| repo::insert(tx, &tid, "upload", &params, &created))
+        })
+        .await??;
+        self.inner.wake.notify_one();
+        tracing::info!(task_id = %id, %filename, "upload task queued");
+        Ok(TaskAck {
+            task_id: id,
+            status: "pending".into(),
+            message: format!("'{filename}' queued for ingestion"),
+            created_at,
+        })
+    }
+
+    /// Queues a scrape of `urls`.
+    pub async fn submit_scrape(
+        &self,
+        urls: Vec<String>,
+        timeout_s: u64,
+        skip_duplicates: bool,
+    ) -> Result<TaskAck> {
+        for u in &urls {
+            crate::kb::scrape::canonical_url(u)?;
+        }
+        let id = uuid::Uuid::new_v4().to_string();
+        let params =
+            json!({ "urls": urls, "timeout": timeout_s, "skip_duplicates": skip_duplicates });
+        let created_at = now();
+        let (tid, created) = (id.clone(), created_at.clone());
+        self.inner
+            .store
+            .write(move |tx| repo::insert(tx, &tid, "scrape", &params, &created))
+            .await?;
+        self.inner.wake.notify_one();
+        tracing::info!(task_id = %id, urls = urls.len(), "scrape task queued");
+        Ok(TaskAck {
+            task_id: id,
+            status: "pending".into(),
+            message: format!("{} URL(s) queued for scraping", urls.len()),
+            created_at,
+        })
+    }
+
+    /// One task.
+    pub async fn get(&self, id: String) -> Result<TaskView> {
+        let msg = format!("task '{id}' not found");
+        self.inner
+            .store
+            .read(move |c| repo::get(c, &id))
+            .await?
+            .map(TaskView::from)
+            .ok_or(Error::NotFound(msg))
+    }
+
+    /// Newest tasks first, optionally of one status.
+    pub async fn list(&self, status: Option<String>, limit: u64) -> Result<TaskList> {
+        let (rows, total) = self
+            .inner
+            .store
+            .read(move |c| repo::list(c, status.as_deref(), limit))
+            .await?;
+        Ok(TaskList {
+            tasks: rows.into_iter().map(TaskView::from).collect(),
+            total,
+        })
+    }
+
+    /// Cancels a pending or running task; a running one stops within moments and
+    /// commits nothing further.
+    pub async fn cancel(&self, id: String) -> Result<CancelResult> {
+        let tid = id.clone();
+        let done = self.inner.store.write(move |tx| {
+            let existed = repo::get(tx, &tid)?;
+            Ok((existed.is_some(), repo::cancel(tx, &tid, &now())?))
+        });
+        let (exists, cancelled) = done.await?;
+        if !exists {
+            return Err(Error::NotFound(format!("task '{id}' not found")));
+        }
+        if !cancelled {
+            return Err(Error::bad_request(format!(
+                "task '{id}' has already finished; only pending or running tasks can be cancelled"
+            )));
+        }
+        if let Some(token) = self.inner.running.lock().get(&id) {
+            token.cancel();
+        }
+        tracing::info!(task_id = %id, "task cancelled");
+        Ok(CancelResult {
+            task_id: id,
+            status: "cancelled".into(),
+            message: "the task was cancelled".into(),
+        })
+    }
+}

@@ -1,0 +1,406 @@
+//! Tables found on a page. `fast`: runs of text rows whose fragments line up in columns
+//! (columns are the x-bands that nearly no row writes across). `accurate`: regions fenced
+//! by ruling lines, cells from the rules where there are enough of them and from text
+//! positions where not; text outside any ruled region still goes through `fast`.
+
+use super::fragments::Fragment;
+use super::layout::Rect;
+use super::objects::Rule;
+
+/// A table found on a page, with the fragments it consumed.
+#[derive(Debug, Clone)]
+pub(crate) struct Found {
+    pub rect: Rect,
+    pub rows: Vec<Vec<String>>,
+    pub frags: Vec<usize>,
+}
+
+/// Longest cell text (words, on average) for a table found from text alone: longer
+/// cells are running text in columns.
+const MAX_AVG_CELL_WORDS: f32 = 5.0;
+
+/// Groups fragment ids into rows by vertical overlap, top to bottom.
+fn rows_of(frags: &[Fragment], ids: &[usize]) -> Vec<Vec<usize>> {
+    let mut order = ids.to_vec();
+    order.sort_by(|&a, &b| frags[a].top.total_cmp(&frags[b].top));
+    let mut rows: Vec<(f32, f32, Vec<usize>)> = Vec::new();
+    for i in order {
+        let f = &frags[i];
+        // The band stays the first fragment's: stacked header lines are rows of their own.
+        match rows.last_mut() {
+            Some((t, b, ids))
+                if b.min(f.bottom) - t.max(f.top) >= 0.4 * (*b - *t).min(f.height()) =>
+            {
+                ids.push(i)
+            }
+            _ => rows.push((f.top, f.bottom, vec![i])),
+        }
+    }
+    rows.into_iter()
+        .map(|(_, _, mut ids)| {
+            ids.sort_by(|&a, &b| frags[a].x0.total_cmp(&frags[b].x0));
+            ids
+        })
+        .collect()
+}
+
+fn row_top(frags: &[Fragment], row: &[usize]) -> f32 {
+    row.iter().map(|&i| frags[i].top).fold(f32::MAX, f32::min)
+}
+
+fn row_bottom(frags: &[Fragment], row: &[usize]) -> f32 {
+    row.iter()
+        .map(|&i| frags[i].bottom)
+        .fold(f32::MIN, f32::max)
+}
+
+/// Whether a row has at least two fragments with a cell-sized gap between them.
+fn is_multi(frags: &[Fragment], row: &[usize], em: f32) -> bool {
+    row.windows(2)
+        .any(|w| frags[w[0]].leader || frags[w[1]].x0 - frags[w[0]].x1 >= 0.8 * em)
+}
+
+/// Column separators (x positions) for rows of fragments: the middles of x-bands that
+/// at most a tenth of the rows write across.
+fn separators(frags: &[Fragment], rows: &[Vec<usize>], em: f32) -> Vec<f32> {
+    let ids = rows.iter().flatten();
+    let x0 = ids.clone().map(|&i| frags[i].x0).fold(f32::MAX, f32::min);
+    let x1 = ids.map(|&i| frags[i].x1).fold(f32::MIN, f32::max);
+    if !(x1 > x0) || x1 - x0 > 5_000.0 {
+        return Vec::new();
+    }
+    let bins = (x1 - x0).ceil() as usize + 1;
+    let mut cover = vec![0usize; bins];
+    for row in rows {
+        let mut hit = vec![false; bins];
+        for &i in row {
+            let a = ((frags[i].x0 - x0).max(0.0)) as usize;
+            let b = ((frags[i].x1 - x0).max(0.0) as usize).min(bins - 1);
+            hit[a..=b.max(a)].iter_mut().for_each(|h| *h = true);
+        }
+        cover
+            .iter_mut()
+            .zip(hit)
+            .for_each(|(c, h)| *c += usize::from(h));
+    }
+    // A spanning header cell or two may cross a column boundary.
+    let allowed = if rows.len() >= 4 {
+        (rows.len() / 10).max(1)
+    } else {
+        0
+    };
+    let mut seps = Vec::new();
+    let mut start: Option<usize> = None;
+    for (x, &c) in cover.iter().enumerate() {
+        match (c <= allowed, start) {
+            (true, None) => start = Some(x),
+            (false, Some(s)) => {
+                if (x - s) as f32 >= 0.5 * em && s > 0 {
+                    seps.push(x0 + (s + x) as f32 / 2.0);
+                }
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    seps
+}
+
+/// Cells of `rows` split at `seps` (x positions), continuation lines of a wrapped cell
+/// merged into the row above.
+fn cells(frags: &[Fragment], rows: &[Vec<usize>], seps: &[f32], em: f32) -> Vec<Vec<String>> {
+    let ncols = seps.len() + 1;
+    let mut out: Vec<Vec<String>> = Vec::new();
+    let mut prev_bottom = f32::MIN;
+    for row in rows {
+        let mut cells = vec![String::new(); ncols];
+        for &i in row {
+            let f = &frags[i];
+            let mid = (f.x0 + f.x1) / 2.0;
+            let col = seps.iter().filter(|&&s| s < mid).count();
+            let cell = &mut cells[col];
+            if !cell.is_empty() {
+                cell.push(' ');
+            }
+            cell.push_str(f.text.trim());
+        }
+        let filled = cells.iter().filter(|c| !c.is_empty()).count();
+        let top = row_top(frags, row);
+        // A row with nothing in its first column right under another continues it: a
+        // wrapped cell, or a sub-row of a cell that spans both.
+        let wrapped = !out.is_empty() && cells[0].is_empty() && top - prev_bottom < 0.6 * em;
+        if wrapped {
+            if let Some(last) = out.last_mut() {
+                for (dst, src) in last.iter_mut().zip(cells) {
+                    if !src.is_empty() {
+                        if !dst.is_empty() {
+                            dst.push(' ');
+                        }
+                        dst.push_str(&src);
+                    }
+                }
+            }
+        } else if filled > 0 {
+            out.push(cells);
+        }
+        prev_bottom = row_bottom(frags, row);
+    }
+    out
+}
+
+fn rect_of(frags: &[Fragment], ids: &[usize]) -> Rect {
+    let mut r = Rect {
+        x0: f32::MAX,
+        x1: f32::MIN,
+        top: f32::MAX,
+        bottom: f32::MIN,
+    };
+    for &i in ids {
+        let f = &frags[i];
+        r.x0 = r.x0.min(f.x0);
+        r.x1 = r.x1.max(f.x1);
+        r.top = r.top.min(f.top);
+        r.bottom = r.bottom.max(f.bottom);
+    }
+    r
+}
+
+/// Longest cell text (characters, on average) for a table found from text alone.
+const MAX_AVG_CELL_CHARS: f32 = 32.0;
+
+/// Plausible as a table: two columns or more, most rows with two cells or more, short
+/// cells.
+fn plausible(rows: &[Vec<String>], max_avg_words: f32) -> bool {
+    let ncols = rows.first().map_or(0, Vec::len);
+    if ncols < 2 || rows.len() < 2 {
+        return false;
+    }
+    let multi = rows
+        .iter()
+        .filter(|r| r.iter().filter(|c| !c.is_empty()).count() >= 2)
+        .count();
+    let filled: Vec<&String> = rows.iter().flatten().filter(|c| !c.is_empty()).collect();
+    let words: usize = filled.iter().map(|c| c.split_whitespace().count()).sum();
+    let chars: usize = filled.iter().map(|c| c.chars().count()).sum();
+    let avg = words as f32 / filled.len().max(1) as f32;
+    let avg_chars = chars as f32 / filled.len().max(1) as f32;
+    let short =
+        max_avg_words == f32::MAX || (avg <= max_avg_words && avg_chars <= MAX_AVG_CELL_CHARS);
+    multi * 2 >= rows.len() && multi >= 2 && short
+}
+
+/// Tables from text positions among the fragments `ids`.
+pub(crate) fn fast(frags: &[Fragment], ids: &[usize], em: f32) -> Vec<Found> {
+    let rows = rows_of(frags, ids);
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < rows.len() {
+        if !is_multi(frags, &rows[i], em) {
+            i += 1;
+            continue;
+        }
+        // Extend a run of aligned rows; one plain row may sit inside (a wrapped cell).
+        let mut j = i + 1;
+        let mut last_multi = i;
+        while j < rows.len() {
+            let gap = row_top(frags, &rows[j]) - row_bottom(frags, &rows[j - 1]);
+            if gap > 1.6 * em {
+                break;
+            }
+            if is_multi(frags, &rows[j], em) {
+                last_multi = j;
+            } else if j - last_multi > 1 {
+                break;
+            }
+            j += 1;
+        }
+        let run = &rows[i..=last_multi];
+        if let Some(t) = table_from_rows(frags, run, em, MAX_AVG_CELL_WORDS) {
+            out.push(t);
+            i = last_multi + 1;
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+fn table_from_rows(
+    frags: &[Fragment],
+    run: &[Vec<usize>],
+    em: f32,
+    max_words: f32,
+) -> Option<Found> {
+    if run.len() < 2 {
+        return None;
+    }
+    let leaders = run
+        .iter()
+        .filter(|r| r.iter().any(|&i| frags[i].leader))
+        .count();
+    if leaders * 2 >= run.len() {
+        // A table of contents: entry, then page number.
+        let rows: Vec<Vec<String>> = run
+            .iter()
+            .map(|r| {
+                let k = r
+                    .iter()
+                    .position(|&i| frags[i].leader)
+                    .map_or(r.len().saturating_sub(1), |k| k + 1);
+                let join = |ids: &[usize]| {
+                    ids.iter()
+                        .map(|&i| frags[i].text.trim())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                };
+                vec![join(&r[..k]), join(&r[k..])]
+            })
+            .collect();
+        let ids: Vec<usize> = run.iter().flatten().copied().collect();
+        return Some(Found {
+            rect: rect_of(frags, &ids),
+            rows,
+            frags: ids,
+        });
+    }
+    let seps = separators(frags, run, em);
+    let rows = cells(frags, run, &seps, em);
+    if !plausible(&rows, max_words) {
+        return None;
+    }
+    let ids: Vec<usize> = run.iter().flatten().copied().collect();
+    Some(Found {
+        rect: rect_of(frags, &ids),
+        rows,
+        frags: ids,
+    })
+}
+
+/// Tables fenced by ruling lines, then `fast` over what is left.
+pub(crate) fn accurate(frags: &[Fragment], ids: &[usize], rules: &[Rule], em: f32) -> Vec<Found> {
+    let mut out = Vec::new();
+    let mut used = vec![false; frags.len()];
+    for region in ruled_regions(rules) {
+        let inside: Vec<usize> = ids
+            .iter()
+            .copied()
+            .filter(|&i| !used[i] && region.contains_center_of(&Rect::of(&frags[i])))
+            .collect();
+        if inside.len() < 2 {
+            continue;
+        }
+        let rows = rows_of(frags, &inside);
+        let vert: Vec<f32> = dedup(
+            rules
+                .iter()
+                .filter(|r| !r.horizontal && r.at > region.x0 + 2.0 && r.at < region.x1 - 2.0)
+                .filter(|r| r.to - r.from >= 0.3 * region.height().min(3.0 * em))
+                .map(|r| r.at),
+        );
+        let horiz = rules
+            .iter()
+            .filter(|r| r.horizontal && r.at >= region.top - 1.0 && r.at <= region.bottom + 1.0)
+            .filter(|r| r.from <= region.x0 + 3.0 && r.to >= region.x1 - 3.0);
+        // A full grid vouches for the table, and then cells may hold running text; rules
+        // that only frame or underline need the table to look like one.
+        let grid = vert.len() >= 2 && dedup(horiz.map(|r| r.at)).len() >= 3;
+        let seps = if vert.is_empty() {
+            separators(frags, &rows, em)
+        } else {
+            vert
+        };
+        let table = cells(frags, &rows, &seps, em);
+        let limit = if grid { f32::MAX } else { MAX_AVG_CELL_WORDS };
+        if plausible(&table, limit) {
+            inside.iter().for_each(|&i| used[i] = true);
+            out.push(Found {
+                rect: region,
+                rows: table,
+                frags: inside,
+            });
+        }
+    }
+    let rest: Vec<usize> = ids.iter().copied().filter(|&i| !used[i]).collect();
+    out.extend(fast(frags, &rest, em));
+    out
+}
+
+fn dedup(xs: impl Iterator<Item = f32>) -> Vec<f32> {
+    let mut v: Vec<f32> = xs.collect();
+    v.sort_by(f32::total_cmp);
+    v.dedup_by(|a, b| (*a - *b).abs() < 2.0);
+    v
+}
+
+/// Boxes around groups of touching rules with at least three horizontal rules or two
+/// of each direction (a grid, or a booktabs-style top/middle/bottom rule set).
+fn ruled_regions(rules: &[Rule]) -> Vec<Rect> {
+    let rules: Vec<&Rule> = rules.iter().take(2_000).collect();
+    let n = rules.len();
+    let mut group: Vec<usize> = (0..n).collect();
+    fn find(g: &mut [usize], mut i: usize) -> usize {
+        while g[i] != i {
+            g[i] = g[g[i]];
+            i = g[i];
+        }
+        i
+    }
+    let near = |a: &Rule, b: &Rule| {
+        let tol = 3.0;
+        match (a.horizontal, b.horizontal) {
+            (true, true) | (false, false) => {
+                // Parallel rules of one table span the same extent.
+                (a.from - b.from).abs() < tol
+                    && (a.to - b.to).abs() < tol
+                    && (a.at - b.at).abs() < 500.0
+            }
+            _ => {
+                let (h, v) = if a.horizontal { (a, b) } else { (b, a) };
+                v.at >= h.from - tol
+                    && v.at <= h.to + tol
+                    && h.at >= v.from - tol
+                    && h.at <= v.to + tol
+            }
+        }
+    };
+    for i in 0..n {
+        for j in i + 1..n {
+            if near(rules[i], rules[j]) {
+                let (a, b) = (find(&mut group, i), find(&mut group, j));
+                group[a] = b;
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for root in 0..n {
+        let members: Vec<&Rule> = (0..n)
+            .filter(|&i| find(&mut group, i) == root)
+            .map(|i| rules[i])
+            .collect();
+        let hs = dedup(members.iter().filter(|r| r.horizontal).map(|r| r.at)).len();
+        let vs = dedup(members.iter().filter(|r| !r.horizontal).map(|r| r.at)).len();
+        if hs >= 3 || (hs >= 2 && vs >= 2) {
+            let mut r = Rect {
+                x0: f32::MAX,
+                x1: f32::MIN,
+                top: f32::MAX,
+                bottom: f32::MIN,
+            };
+            for m in &members {
+                let (x0, x1, t, b) = if m.horizontal {
+                    (m.from, m.to, m.at, m.at)
+                } else {
+                    (m.at, m.at, m.from, m.to)
+                };
+                r.x0 = r.x0.min(x0);
+                r.x1 = r.x1.max(x1);
+                r.top = r.top.min(t);
+                r.bottom = r.bottom.max(b);
+            }
+            if r.width() > 20.0 && r.height() > 10.0 {
+                out.push(r);
+            }
+        }
+    }
+    out
+}
