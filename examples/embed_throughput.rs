@@ -2,7 +2,7 @@
 //! prints passages/s, tokens/s and peak RSS, as `../shared/reference/peers.md` measured
 //! sentence-transformers. Run through `scripts/bench_embedder.sh`.
 
-#[path = "../benches/common.rs"]
+#[path = "../benches/common/mod.rs"]
 mod common;
 
 use std::time::Instant;
@@ -23,6 +23,20 @@ fn peak_rss_mib() -> f64 {
                 .and_then(|v| v.parse::<f64>().ok())
         })
         .map(|kb| kb / 1024.0)
+        .unwrap_or(f64::NAN)
+}
+
+/// User + system CPU seconds of this process so far (`/proc/self/stat`, 100 ticks/s):
+/// on a shared machine, CPU time per passage is steadier than wall time.
+fn cpu_seconds() -> f64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            // Fields after the parenthesised command name; utime and stime are 14th and 15th.
+            let rest = s.rsplit_once(')')?.1;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            Some((f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?) / 100.0)
+        })
         .unwrap_or(f64::NAN)
 }
 
@@ -51,16 +65,21 @@ fn main() {
     let mut rates = Vec::new();
     for run in 0..runs {
         let t = Instant::now();
+        let cpu = cpu_seconds();
         for chunk in refs.chunks(batch) {
             model.embed(chunk).expect("embed");
         }
         let secs = t.elapsed().as_secs_f64();
+        let cpu = cpu_seconds() - cpu;
         let rate = n as f64 / secs;
         println!(
-            "run {}: {n} passages ({:.0} tokens avg) in {secs:.1}s: {rate:.1} passages/s, {:.0} tokens/s",
+            "run {}: {n} passages ({:.0} tokens avg) in {secs:.1}s: {rate:.1} passages/s, {:.0} tokens/s; \
+             CPU {cpu:.1}s ({:.1} ms/passage, {:.2} cores busy)",
             run + 1,
             tokens as f64 / n as f64,
-            tokens as f64 / secs
+            tokens as f64 / secs,
+            cpu * 1000.0 / n as f64,
+            cpu / secs
         );
         rates.push(rate);
     }

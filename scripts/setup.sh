@@ -13,6 +13,7 @@ PDFIUM_WHEEL="pypdfium2==5.15.2"
 APT_PACKAGES=(
   pkg-config clang libclang-dev g++ python3-pip
   libtesseract-dev libleptonica-dev tesseract-ocr tesseract-ocr-eng tesseract-ocr-ara
+  tesseract-ocr-osd
   chromium
 )
 

@@ -125,7 +125,7 @@ impl Jobs {
         let uploads = data_dir.join("uploads");
         std::fs::create_dir_all(&uploads).map_err(|e| Error::Internal(e.into()))?;
         let requeued = store.write_sync(|tx| repo::requeue_interrupted(tx))?;
-        let pending = store.read_sync(|c| repo::unfinished(c))?.len();
+        let pending = store.read_sync(repo::unfinished)?.len();
         if pending > 0 {
             tracing::info!(requeued, pending, "resuming unfinished tasks");
         }

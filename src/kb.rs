@@ -10,6 +10,7 @@ pub mod ingest;
 pub mod parsing;
 pub mod scrape;
 pub mod search;
+pub mod timings;
 pub mod types;
 
 use std::sync::Arc;
@@ -35,6 +36,8 @@ pub struct KnowledgeBase {
     parse_permits: Arc<tokio::sync::Semaphore>,
     /// What scraping may reach and read.
     fetch_policy: fetch::FetchPolicy,
+    /// Time spent per ingestion stage.
+    timings: timings::StageTimes,
 }
 
 /// Everything a [`KnowledgeBase`] is built from.
@@ -60,7 +63,13 @@ impl KnowledgeBase {
             parse_defaults: p.parse_defaults,
             parse_permits: Arc::new(tokio::sync::Semaphore::new(p.max_concurrent_parses.max(1))),
             fetch_policy: p.fetch_policy,
+            timings: timings::StageTimes::default(),
         }
+    }
+
+    /// Time spent per ingestion stage since start-up.
+    pub fn stage_times(&self) -> timings::StageSnapshot {
+        self.timings.snapshot()
     }
 
     /// The store (shared with the task system).

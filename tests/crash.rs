@@ -50,6 +50,7 @@ fn start(data: &Path) -> Server {
         }
     }
     let _ = child.kill();
+    let _ = child.wait();
     panic!("ragd did not start");
 }
 

@@ -9,11 +9,15 @@ fn dump() {
         return;
     };
     let bytes = std::fs::read(&path).expect("read");
-    let mut opts = ParseOptions::default();
-    opts.enable_ocr = std::env::var("RAGD_OCR").is_ok();
-    if std::env::var("RAGD_ACCURATE").is_ok() {
-        opts.table_mode = TableMode::Accurate;
-    }
+    let opts = ParseOptions {
+        enable_ocr: std::env::var("RAGD_OCR").is_ok(),
+        table_mode: if std::env::var("RAGD_ACCURATE").is_ok() {
+            TableMode::Accurate
+        } else {
+            TableMode::Fast
+        },
+        ..ParseOptions::default()
+    };
     let t = std::time::Instant::now();
     let doc = parse::parse(Format::for_filename(&path).unwrap(), &bytes, &opts);
     let dt = t.elapsed();

@@ -7,6 +7,7 @@ use std::path::Path;
 use serde_json::{json, Map};
 use sha2::{Digest, Sha256};
 
+use super::timings::Stage;
 use super::{IngestionResult, KnowledgeBase};
 use crate::chunk::{self, RetrievalChunk};
 use crate::error::{Error, Result};
@@ -153,6 +154,7 @@ impl KnowledgeBase {
             }
         }
 
+        let t_parse = std::time::Instant::now();
         let prepared = {
             let _permit = self
                 .parse_permits
@@ -169,13 +171,17 @@ impl KnowledgeBase {
             })
             .await??
         };
+        let parse_time = t_parse.elapsed();
+        self.timings.add(Stage::Parse, parse_time);
         tracing::debug!(chunks = prepared.chunks.len(), "parsed and chunked");
         report(0.4);
+        let t_embed = std::time::Instant::now();
 
         // Embed what the stored version does not already have, outside the write lock.
         let mut vectors = self.stored_vectors(&name).await?;
         let fresh = self.embed_missing(&prepared, &vectors).await?;
         vectors.extend(fresh);
+        let mut embed_time = t_embed.elapsed();
         report(0.8);
 
         let _guard = self.write_lock.lock().await;
@@ -193,8 +199,12 @@ impl KnowledgeBase {
         };
         // Vectors stored meanwhile are reused; anything still missing is embedded now.
         vectors.extend(self.stored_vectors(&name).await?);
+        let t_late = std::time::Instant::now();
         let late = self.embed_missing(&prepared, &vectors).await?;
         vectors.extend(late);
+        embed_time += t_late.elapsed();
+        self.timings.add(Stage::Embed, embed_time);
+        let t_store = std::time::Instant::now();
 
         let now = crate::time::now_iso();
         let source = SourceRow {
@@ -217,6 +227,9 @@ impl KnowledgeBase {
         };
         let rows = build_rows(&source, &prepared, &vectors, &now)?;
         let result = self.write_source(source, rows, src.task.clone()).await?;
+        let store_time = t_store.elapsed();
+        self.timings.add(Stage::Store, store_time);
+        self.timings.count(prepared.chunks.len() as u64);
         report(1.0);
 
         let mut out = IngestionResult {
@@ -244,6 +257,9 @@ impl KnowledgeBase {
             chunks_added = out.chunks_added,
             chunks_updated = out.chunks_updated,
             chunks_skipped = out.chunks_skipped,
+            parse_ms = parse_time.as_millis() as u64,
+            embed_ms = embed_time.as_millis() as u64,
+            store_ms = store_time.as_millis() as u64,
             elapsed_ms = started.elapsed().as_millis() as u64,
             "source ingested"
         );

@@ -45,7 +45,7 @@ fn url_re() -> &'static Regex {
 pub fn remove_urls(text: &str) -> String {
     let out = url_re().replace_all(text, "");
     out.lines()
-        .map(|l| collapse_spaces(l))
+        .map(collapse_spaces)
         .collect::<Vec<_>>()
         .join("\n")
 }

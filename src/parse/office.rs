@@ -1,6 +1,7 @@
 //! Office Open XML documents: DOCX, PPTX and XLSX (also macro-enabled `.xlsm` content).
-//! All three are ZIP packages read through one guarded reader; encrypted Office files
-//! (an OLE compound file wrapping the encrypted package) are recognised and refused.
+//! All three are ZIP packages read through one guarded reader (`zip_guard`, public so
+//! other ZIP inputs can share its limits); encrypted Office files (an OLE compound file
+//! wrapping the encrypted package) are recognised and refused.
 
 mod blocks;
 mod chart;
@@ -65,7 +66,7 @@ fn sniff(bytes: &[u8], app: &str) -> Result<(), ParseError> {
 /// Refuses a package whose main part is not what the extension promised (a `.pptx`
 /// that is really a Word document), naming what it is instead.
 fn expect_root(root: &xml::Element, wanted: &str) -> Result<(), ParseError> {
-    if root.name == wanted {
+    if root.name() == wanted {
         return Ok(());
     }
     let what = |name: &str| match name {
@@ -77,7 +78,7 @@ fn expect_root(root: &xml::Element, wanted: &str) -> Result<(), ParseError> {
     Err(ParseError::Invalid(format!(
         "expected {}, but the file is {}",
         what(wanted),
-        what(&root.name)
+        what(root.name())
     )))
 }
 

@@ -38,6 +38,10 @@ pub struct Stats {
     pub reranker_enabled: bool,
     pub api_auth_enabled: bool,
     pub timestamp: String,
+    /// Seconds spent parsing, embedding and storing, and sources and chunks ingested,
+    /// since start-up.
+    #[schema(value_type = Object)]
+    pub ingestion: crate::kb::timings::StageSnapshot,
 }
 
 /// Basic health: the process is up.
@@ -85,6 +89,7 @@ pub async fn stats(State(state): State<AppState>) -> Result<Json<Stats>, ApiErro
         llm_model: "none".into(),
         reranker_enabled: false,
         api_auth_enabled: state.config.auth_enabled(),
+        ingestion: state.kb.stage_times(),
         timestamp: crate::time::now_iso(),
     }))
 }

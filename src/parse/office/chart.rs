@@ -30,9 +30,9 @@ pub fn read(root: &Element) -> Chart {
     let mut kind = String::from("Chart");
     let mut series: Vec<(String, Vec<String>, Vec<String>)> = Vec::new();
     if let Some(plot) = plot {
-        for group in plot.elements().filter(|e| e.name.ends_with("Chart")) {
+        for group in plot.elements().filter(|e| e.name().ends_with("Chart")) {
             if kind == "Chart" {
-                kind = kind_name(&group.name).to_owned();
+                kind = kind_name(group.name()).to_owned();
             }
             for ser in group.children_named("ser") {
                 let name = ser

@@ -1,7 +1,8 @@
 //! DOCX (WordprocessingML, transitional or Strict): body paragraphs with heading levels
 //! from styles and outline levels, list items from numbering, tables with merged cells,
-//! text boxes, equations, pictures and charts, then headers and footers (once each)
-//! and footnotes/endnotes. Pages follow the breaks Word recorded at its last layout
+//! text boxes, equations (as LaTeX), pictures, charts and SmartArt text; page headers
+//! before the body and footers after it (each text once), then footnotes and endnotes.
+//! Comments are left out. Pages follow the breaks Word recorded at its last layout
 //! (`lastRenderedPageBreak`), or the explicit page breaks when there are none.
 
 mod math;
@@ -39,7 +40,7 @@ pub fn parse(bytes: &[u8]) -> Result<ParsedDocument, ParseError> {
     // Styles and numbering only refine the structure: damaged ones are ignored.
     let part_xml = |pkg: &mut Package, kind: &str| -> Option<Element> {
         let target = rels.values().find(|r| r.kind == kind && !r.external)?;
-        pkg.xml(&target.target).ok().flatten()
+        pkg.optional_xml(&target.target)
     };
     let styles = Styles::parse(part_xml(&mut pkg, "styles").as_ref());
     let numbering = Numbering::parse(part_xml(&mut pkg, "numbering").as_ref());
@@ -152,7 +153,7 @@ impl Walker<'_, '_> {
     /// Block-level content: paragraphs, tables and their wrappers.
     fn walk_blocks(&mut self, parent: &Element, out: &mut Blocks) {
         for el in parent.elements() {
-            match el.name.as_str() {
+            match el.name() {
                 "p" => self.paragraph(el, out),
                 "tbl" => {
                     let table = table::grid(el, |tc| self.cell_text(tc));
@@ -173,7 +174,7 @@ impl Walker<'_, '_> {
 
     /// Another part (header, footer) walked with its own relationships.
     fn walk_part(&mut self, part: &str, out: &mut Blocks) {
-        let Ok(Some(root)) = self.pkg.xml(part) else {
+        let Some(root) = self.pkg.optional_xml(part) else {
             return;
         };
         let rels = self.pkg.rels(part).unwrap_or_default();
@@ -257,7 +258,7 @@ impl Walker<'_, '_> {
             let Node::Element(e) = c else {
                 continue;
             };
-            match e.name.as_str() {
+            match e.name() {
                 "r" => self.run(e, text, extras),
                 "hyperlink" | "ins" | "moveTo" | "smartTag" | "customXml" | "sdtContent"
                 | "fldSimple" | "dir" | "bdo" | "sdt" => self.inline(e, text, extras),
@@ -278,7 +279,7 @@ impl Walker<'_, '_> {
 
     fn run<'d>(&mut self, r: &'d Element, text: &mut String, extras: &mut Vec<Extra<'d>>) {
         for e in r.elements() {
-            match e.name.as_str() {
+            match e.name() {
                 "t" => {
                     let t = e.text();
                     if self.text_page.is_none() && !t.trim().is_empty() {
@@ -309,7 +310,7 @@ impl Walker<'_, '_> {
                 "lastRenderedPageBreak" if self.rendered_breaks => self.pages += 1,
                 "drawing" => extras.extend(
                     e.elements()
-                        .filter(|d| d.name == "inline" || d.name == "anchor")
+                        .filter(|d| d.name() == "inline" || d.name() == "anchor")
                         .map(Extra::Drawing),
                 ),
                 "pict" | "object" => extras.push(Extra::Vml(e)),
@@ -350,7 +351,7 @@ impl Walker<'_, '_> {
         out: &mut Blocks,
     ) {
         for e in el.elements() {
-            match e.name.as_str() {
+            match e.name() {
                 "pic" => {
                     let own = e.path(&["spPr", "xfrm", "ext"]).and_then(|x| {
                         Some((
@@ -372,7 +373,7 @@ impl Walker<'_, '_> {
                     else {
                         continue;
                     };
-                    if let Ok(Some(root)) = self.pkg.xml(&rel.target) {
+                    if let Some(root) = self.pkg.optional_xml(&rel.target) {
                         out.page = self.pages;
                         chart::read(&root).push_to(out, size.0, size.1);
                     }
@@ -382,7 +383,7 @@ impl Walker<'_, '_> {
                     else {
                         continue;
                     };
-                    if let Ok(Some(root)) = self.pkg.xml(&rel.target) {
+                    if let Some(root) = self.pkg.optional_xml(&rel.target) {
                         out.page = self.pages;
                         for text in drawing::diagram_texts(&root) {
                             out.list_item(&text);

@@ -8,6 +8,9 @@ use super::xml::{self, Element};
 use super::zip_guard::{GuardedZip, ZipLimits};
 use crate::parse::ParseError;
 
+/// Largest XML part turned into a tree (its tree takes a few times its size).
+const MAX_XML_PART: usize = 64 << 20;
+
 /// One relationship of a part.
 #[derive(Debug, Clone)]
 pub struct Rel {
@@ -45,8 +48,24 @@ impl<'a> Package<'a> {
     /// Parses a part as XML; `None` when absent.
     pub fn xml(&mut self, part: &str) -> Result<Option<Element>, ParseError> {
         match self.zip.read(part)? {
+            Some(bytes) if bytes.len() > MAX_XML_PART => Err(ParseError::TooLarge(format!(
+                "an XML part of the document is larger than {} MiB",
+                MAX_XML_PART >> 20
+            ))),
             Some(bytes) => xml::parse(&bytes).map(Some),
             None => Ok(None),
+        }
+    }
+
+    /// Parses a part that only refines the document (styles, headers, charts...):
+    /// absent or damaged, it is skipped, and the damage logged.
+    pub fn optional_xml(&mut self, part: &str) -> Option<Element> {
+        match self.xml(part) {
+            Ok(root) => root,
+            Err(e) => {
+                tracing::debug!(part, error = %e, "skipping an unreadable optional part");
+                None
+            }
         }
     }
 
@@ -111,7 +130,7 @@ impl<'a> Package<'a> {
             })
             .unwrap_or_else(|| "docProps/core.xml".into());
         // Metadata is a nicety: a damaged core.xml must not sink the document.
-        let Ok(Some(root)) = self.xml(&part) else {
+        let Some(root) = self.optional_xml(&part) else {
             return (None, None);
         };
         let field = |name: &str| {

@@ -2,8 +2,8 @@
 //! placeholders become headings, body placeholders list items (unless bullets are
 //! switched off), other text boxes paragraphs (unless they carry bullets); tables,
 //! pictures, charts, SmartArt text and grouped shapes in shape-tree order; speaker
-//! notes after each slide's content. Date, footer and slide-number placeholders repeat
-//! on every slide and are left out.
+//! notes and reviewer comments after each slide's content. Date, footer and
+//! slide-number placeholders repeat on every slide and are left out.
 
 use std::collections::HashMap;
 
@@ -64,7 +64,7 @@ pub fn parse(bytes: &[u8]) -> Result<ParsedDocument, ParseError> {
             .values()
             .filter(|r| r.kind == "comments" && !r.external)
         {
-            if let Ok(Some(root)) = pkg.xml(&rel.target) {
+            if let Some(root) = pkg.optional_xml(&rel.target) {
                 push_comments(&root, &authors, &mut out);
             }
         }
@@ -115,7 +115,7 @@ impl Slide<'_, '_> {
     /// A shape tree or group, in z-order (how PowerPoint lists them).
     fn shapes(&mut self, tree: &Element, out: &mut Blocks, notes: bool) {
         for e in tree.elements() {
-            match e.name.as_str() {
+            match e.name() {
                 "sp" => self.shape(e, out, notes),
                 "grpSp" => self.shapes(e, out, notes),
                 "graphicFrame" if !notes => self.frame(e, out),
@@ -174,7 +174,7 @@ impl Slide<'_, '_> {
                 counters[lvl] = if counters[lvl] == 0 {
                     start
                 } else {
-                    counters[lvl] + 1
+                    counters[lvl].saturating_add(1)
                 };
                 let label = auto_number(counters[lvl], auto.attr("type").unwrap_or("arabicPeriod"));
                 out.list_item(&format!("{label} {text}"));
@@ -244,7 +244,7 @@ impl Slide<'_, '_> {
             return None;
         }
         let target = rel.target.clone();
-        self.pkg.xml(&target).ok().flatten()
+        self.pkg.optional_xml(&target)
     }
 }
 
@@ -258,7 +258,7 @@ fn comment_authors(pkg: &mut Package, rels: &HashMap<String, Rel>) -> HashMap<St
         .map(|r| r.target.clone())
         .collect();
     for part in parts {
-        let Ok(Some(root)) = pkg.xml(&part) else {
+        let Some(root) = pkg.optional_xml(&part) else {
             continue;
         };
         for a in root.elements() {
@@ -377,7 +377,7 @@ fn table(tbl: &Element) -> Table {
 fn paragraph_text(p: &Element) -> String {
     let mut s = String::new();
     for e in p.elements() {
-        match e.name.as_str() {
+        match e.name() {
             "r" | "fld" => {
                 if let Some(t) = e.child("t") {
                     s.push_str(&t.text());

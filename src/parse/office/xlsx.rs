@@ -1,8 +1,9 @@
 //! XLSX (and macro-enabled XLSM content) through calamine: one page per sheet, the
 //! sheet name as a heading, its cells as tables (blocks of rows separated by empty
-//! rows, each trimmed to its used columns; merged cells repeat their value; formulas
-//! give their cached values; dates as ISO dates, see `cell_text`), then the charts and pictures drawn
-//! on the sheet. Chart sheets contribute their chart.
+//! rows, each trimmed to its used columns; title rows above a table as paragraphs;
+//! merged cells repeat their value; formulas give their cached values; dates as ISO
+//! 8601, see `cell_text`), then the charts, pictures and reviewer comments of the
+//! sheet. Chart sheets contribute their chart.
 
 mod cell_text;
 mod extras;
@@ -154,7 +155,7 @@ fn push_cells(
     let mut repeat_budget = MAX_REPEATED_BYTES;
     for &(start, end) in merges {
         let area = (u64::from(end.0.saturating_sub(start.0)) + 1)
-            * (u64::from(end.1.saturating_sub(start.1)) + 1);
+            .saturating_mul(u64::from(end.1.saturating_sub(start.1)) + 1);
         let Some(value) = cells.get(&start).cloned() else {
             continue;
         };
@@ -174,7 +175,7 @@ fn push_cells(
     let mut group: Vec<((u32, u32), String)> = Vec::new();
     let mut last_row: Option<u32> = None;
     for (pos, text) in cells {
-        if last_row.is_some_and(|r| pos.0 > r + 1) {
+        if last_row.is_some_and(|r| pos.0 > r.saturating_add(1)) {
             push_group(std::mem::take(&mut group), out)?;
         }
         last_row = Some(pos.0);

@@ -3,6 +3,9 @@
 //! different namespace URIs) read alike; attributes remember whether they belong to
 //! the relationships namespace, where `r:id` and a plain `id` can sit side by side.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use quick_xml::escape::resolve_predefined_entity;
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::name::ResolveResult;
@@ -13,24 +16,25 @@ use crate::parse::ParseError;
 /// Deepest nesting accepted; walkers recurse over the tree, so this bounds their stack.
 pub const MAX_DEPTH: usize = 200;
 /// Most nodes one part may hold.
-const MAX_NODES: usize = 4_000_000;
+const MAX_NODES: usize = 3_000_000;
 
 /// One XML element.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct Element {
-    /// Local name (`p` for `w:p`).
-    pub name: String,
-    pub attrs: Vec<Attr>,
+    /// Local name (`p` for `w:p`), shared by every element of that name: parts hold
+    /// millions of `w:p`, `w:r` and `w:t`.
+    name: Arc<str>,
+    attrs: Vec<Attr>,
     pub children: Vec<Node>,
 }
 
 /// One attribute.
 #[derive(Debug, Clone)]
-pub struct Attr {
-    pub local: String,
+struct Attr {
+    local: Arc<str>,
     /// In the (transitional or Strict) relationships namespace, like `r:id`.
-    pub rel: bool,
-    pub value: String,
+    rel: bool,
+    value: String,
 }
 
 /// A child of an element.
@@ -41,11 +45,16 @@ pub enum Node {
 }
 
 impl Element {
+    /// Local name (`p` for `w:p`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// A non-relationship attribute by local name.
     pub fn attr(&self, local: &str) -> Option<&str> {
         self.attrs
             .iter()
-            .find(|a| !a.rel && a.local == local)
+            .find(|a| !a.rel && &*a.local == local)
             .map(|a| a.value.as_str())
     }
 
@@ -53,7 +62,7 @@ impl Element {
     pub fn rel_attr(&self, local: &str) -> Option<&str> {
         self.attrs
             .iter()
-            .find(|a| a.rel && a.local == local)
+            .find(|a| a.rel && &*a.local == local)
             .map(|a| a.value.as_str())
     }
 
@@ -67,12 +76,12 @@ impl Element {
 
     /// First child element with this local name.
     pub fn child(&self, name: &str) -> Option<&Element> {
-        self.elements().find(|e| e.name == name)
+        self.elements().find(|e| &*e.name == name)
     }
 
     /// Child elements with this local name.
     pub fn children_named<'s>(&'s self, name: &'s str) -> impl Iterator<Item = &'s Element> {
-        self.elements().filter(move |e| e.name == name)
+        self.elements().filter(move |e| &*e.name == name)
     }
 
     /// Follows a path of child names (`["spPr", "xfrm", "ext"]`).
@@ -90,7 +99,7 @@ impl Element {
 
     fn collect<'s>(&'s self, name: &str, out: &mut Vec<&'s Element>) {
         for e in self.elements() {
-            if e.name == name {
+            if &*e.name == name {
                 out.push(e);
             } else {
                 e.collect(name, out);
@@ -101,7 +110,7 @@ impl Element {
     /// First descendant element with this local name.
     pub fn find(&self, name: &str) -> Option<&Element> {
         for e in self.elements() {
-            if e.name == name {
+            if &*e.name == name {
                 return Some(e);
             }
             if let Some(found) = e.find(name) {
@@ -136,6 +145,7 @@ pub fn parse(bytes: &[u8]) -> Result<Element, ParseError> {
     let mut stack: Vec<Element> = Vec::new();
     let mut root: Option<Element> = None;
     let mut nodes = 0usize;
+    let mut names = Names::default();
     loop {
         let event = reader.read_event().map_err(|e| invalid(&e))?;
         nodes += 1;
@@ -151,13 +161,15 @@ pub fn parse(bytes: &[u8]) -> Result<Element, ParseError> {
                         "an XML part is nested too deeply".into(),
                     ));
                 }
-                let el = element(&reader, &start)?;
+                let el = element(&reader, &start, &mut names)?;
                 stack.push(el);
             }
             Event::End(_) => {
-                let Some(done) = stack.pop() else {
+                let Some(mut done) = stack.pop() else {
                     return Err(ParseError::Invalid("unbalanced XML in a part".into()));
                 };
+                // Growth slack of finished elements would outweigh the tree itself.
+                done.children.shrink_to_fit();
                 match stack.last_mut() {
                     Some(parent) => parent.children.push(Node::Element(done)),
                     None => {
@@ -195,8 +207,27 @@ pub fn parse(bytes: &[u8]) -> Result<Element, ParseError> {
     })
 }
 
-fn element(reader: &NsReader<&[u8]>, start: &BytesStart<'_>) -> Result<Element, ParseError> {
-    let name = String::from_utf8_lossy(start.local_name().as_ref()).into_owned();
+/// Interned element and attribute names.
+#[derive(Default)]
+struct Names(HashMap<Vec<u8>, Arc<str>>);
+
+impl Names {
+    fn get(&mut self, raw: &[u8]) -> Arc<str> {
+        if let Some(n) = self.0.get(raw) {
+            return n.clone();
+        }
+        let n: Arc<str> = String::from_utf8_lossy(raw).into();
+        self.0.insert(raw.to_vec(), n.clone());
+        n
+    }
+}
+
+fn element(
+    reader: &NsReader<&[u8]>,
+    start: &BytesStart<'_>,
+    names: &mut Names,
+) -> Result<Element, ParseError> {
+    let name = names.get(start.local_name().as_ref());
     let mut attrs = Vec::new();
     for a in start.attributes().with_checks(false) {
         let a = a.map_err(|e| invalid(&e))?;
@@ -208,7 +239,7 @@ fn element(reader: &NsReader<&[u8]>, start: &BytesStart<'_>) -> Result<Element, 
         let rel = matches!(ns, ResolveResult::Bound(n) if n.as_ref().ends_with(b"relationships"));
         let value = a.unescape_value().map_err(|e| invalid(&e))?.into_owned();
         attrs.push(Attr {
-            local: String::from_utf8_lossy(local.as_ref()).into_owned(),
+            local: names.get(local.as_ref()),
             rel,
             value,
         });
@@ -256,7 +287,7 @@ mod tests {
     fn reads_names_attributes_and_entities() {
         let x = br#"<?xml version="1.0"?><p:sld xmlns:p="urn:p" xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships"><p:sldId id="256" r:id="rId2"/><a:t xmlns:a="urn:a">A &amp; B&#x21;</a:t></p:sld>"#;
         let root = parse(x).unwrap();
-        assert_eq!(root.name, "sld");
+        assert_eq!(root.name(), "sld");
         let id = root.child("sldId").unwrap();
         assert_eq!(id.attr("id"), Some("256"));
         assert_eq!(id.rel_attr("id"), Some("rId2"));

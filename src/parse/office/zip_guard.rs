@@ -46,7 +46,9 @@ pub struct GuardedZip<'a> {
     /// case-insensitively.
     index: HashMap<String, usize>,
     limits: ZipLimits,
+    /// Bytes inflated so far, each entry counted once however often it is read.
     inflated: u64,
+    counted: Vec<bool>,
 }
 
 impl<'a> GuardedZip<'a> {
@@ -65,11 +67,13 @@ impl<'a> GuardedZip<'a> {
         for (i, name) in archive.file_names().enumerate() {
             index.insert(normalise(name), i);
         }
+        let counted = vec![false; archive.len()];
         let mut me = Self {
             archive,
             index,
             limits,
             inflated: 0,
+            counted,
         };
         // Declared sizes are only a first, cheap filter; reads enforce the real ones.
         let mut declared: u64 = 0;
@@ -130,7 +134,12 @@ impl<'a> GuardedZip<'a> {
         }
         let name = entry.name().to_owned();
         let compressed = entry.compressed_size().max(1);
-        let left_total = limits.max_total_bytes.saturating_sub(self.inflated);
+        let first_read = !self.counted.get(i).copied().unwrap_or(true);
+        let left_total = if first_read {
+            limits.max_total_bytes.saturating_sub(self.inflated)
+        } else {
+            u64::MAX
+        };
         let cap = limits.max_entry_bytes.min(left_total);
         // One byte past the cap tells "exactly at the cap" from "over it".
         let mut limited = entry.take(cap.saturating_add(1));
@@ -159,7 +168,12 @@ impl<'a> GuardedZip<'a> {
             out.write_all(&buf[..got])
                 .map_err(|e| read_error(&name, e))?;
         }
-        self.inflated += n;
+        if first_read {
+            self.inflated += n;
+            if let Some(c) = self.counted.get_mut(i) {
+                *c = true;
+            }
+        }
         Ok(())
     }
 }

@@ -252,7 +252,7 @@ fn run_in_heading(line: &Line, body: &Body) -> Option<String> {
     let lead = line.lead.as_deref()?.trim();
     let rest = line.text.trim()[lead.len().min(line.text.trim().len())..].trim_start();
     let words = lead.split_whitespace().count();
-    let styled_apart = !(body.bold && line.bold) && !body.italic;
+    let styled_apart = !(body.italic || body.bold && line.bold);
     let ok = styled_apart
         && (1..=12).contains(&words)
         && lead.chars().any(char::is_alphabetic)

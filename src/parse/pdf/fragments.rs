@@ -116,6 +116,16 @@ impl Builder {
     /// Whether `g` (after `space` separators) continues this fragment.
     fn continues(&self, g: &Glyph) -> bool {
         let l = &self.last;
+        if g.vertical != l.vertical {
+            return false;
+        }
+        if g.vertical {
+            // Text running up or down: same column of glyphs, small vertical step.
+            let w = (g.x1 - g.x0).min(l.x1 - l.x0).max(0.1);
+            let overlap = g.x1.min(l.x1) - g.x0.max(l.x0);
+            let step = (g.top.max(l.top) - g.bottom.min(l.bottom)).max(0.0);
+            return overlap >= 0.4 * w && step < MAX_GAP_EM * g.size.max(l.size);
+        }
         let h = (g.bottom - g.top).min(l.bottom - l.top).max(0.1);
         let overlap = g.bottom.min(l.bottom) - g.top.max(l.top);
         if overlap < 0.4 * h {
@@ -166,7 +176,9 @@ pub(crate) fn fragments(glyphs: &[Glyph]) -> Vec<Fragment> {
                     && !(space && (g.bold, g.italic) != (b.last.bold, b.last.italic)) =>
             {
                 let l = &b.last;
-                let gap = if b.has_rtl() || is_rtl(g.ch) {
+                let gap = if g.vertical {
+                    (g.top.max(l.top) - g.bottom.min(l.bottom)).max(0.0)
+                } else if b.has_rtl() || is_rtl(g.ch) {
                     // Logical order may run either way on screen: the white between.
                     (g.x0.max(l.x0) - g.x1.min(l.x1)).max(0.0)
                 } else {

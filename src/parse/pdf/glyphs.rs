@@ -21,6 +21,8 @@ pub(crate) struct Glyph {
     pub size: f32,
     pub bold: bool,
     pub italic: bool,
+    /// Drawn turned by a quarter: the text runs up or down the page.
+    pub vertical: bool,
 }
 
 impl Glyph {
@@ -37,15 +39,16 @@ pub(crate) fn is_rtl(c: char) -> bool {
         0x0590..=0x08FF | 0xFB1D..=0xFDFF | 0xFE70..=0xFEFF | 0x10800..=0x10FFF | 0x1E800..=0x1EFFF)
 }
 
-/// The visible glyphs of `page`, plus spaces (kept as word separators). Rotated text
-/// (margin stamps, vertical labels) is left out unless most of the page is rotated.
+/// The visible glyphs of `page`, plus spaces (kept as word separators). Text turned a
+/// quarter (vertical table headers, margin stamps) is flagged `vertical`; text at other
+/// angles (watermarks) is left out. On a page whose text is mostly turned, nothing is
+/// flagged: the page itself is rotated.
 pub(crate) fn page_glyphs(page: &PdfPage) -> Vec<Glyph> {
     let Ok(text) = page.text() else {
         return Vec::new();
     };
     let page_top = page.height().value;
     let mut out = Vec::new();
-    let mut rotated = Vec::new();
     let mut last_font: Option<(String, Style)> = None;
     for ch in text.chars().iter().take(MAX_CHARS_PER_PAGE) {
         let Some(c) = ch.unicode_char() else { continue };
@@ -77,26 +80,30 @@ pub(crate) fn page_glyphs(page: &PdfPage) -> Vec<Glyph> {
             size,
             bold: style.bold,
             italic: style.italic,
+            vertical: false,
         };
         if !(g.x0.is_finite() && g.x1.is_finite() && g.top.is_finite() && g.bottom.is_finite()) {
             continue;
         }
         let angle = ch.angle_degrees().unwrap_or(0.0);
         let upright = !(2.0..=358.0).contains(&angle);
+        let quarter = (88.0..=92.0).contains(&angle) || (268.0..=272.0).contains(&angle);
         if upright || g.is_space() {
             out.push(g);
-        } else {
-            rotated.push(g);
+        } else if quarter {
+            out.push(Glyph {
+                vertical: true,
+                ..g
+            });
         }
     }
-    fix_lam_alef(&mut out);
-    let mut out = attach_marks(out);
-    let ink = |v: &[Glyph]| v.iter().filter(|g| !g.is_space()).count();
-    if ink(&rotated) > ink(&out) {
-        // A page whose text is mostly rotated: keep it all rather than lose it.
-        out.extend(rotated);
+    let ink = out.iter().filter(|g| !g.is_space()).count();
+    let turned = out.iter().filter(|g| g.vertical && !g.is_space()).count();
+    if turned * 2 > ink {
+        out.iter_mut().for_each(|g| g.vertical = false);
     }
-    out
+    fix_lam_alef(&mut out);
+    attach_marks(out)
 }
 
 /// Whether `c` is a combining mark of the Arabic script (harakat, tanween, shadda).

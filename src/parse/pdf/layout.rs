@@ -203,26 +203,29 @@ fn horizontal_cut(atoms: &[Atom], ids: &[usize]) -> Option<(Vec<usize>, Vec<usiz
 pub(crate) fn lines_of(frags: &[&Fragment]) -> Vec<Vec<usize>> {
     let mut order: Vec<usize> = (0..frags.len()).collect();
     order.sort_by(|&a, &b| frags[a].top.total_cmp(&frags[b].top));
-    let mut lines: Vec<(f32, f32, Vec<usize>)> = Vec::new();
+    // (top, bottom, font size of the first fragment, members)
+    let mut lines: Vec<(f32, f32, f32, Vec<usize>)> = Vec::new();
     for i in order {
         let f = frags[i];
-        let joined = lines.iter_mut().rev().take(3).find(|(t, b, _)| {
+        let joined = lines.iter_mut().rev().take(3).find(|(t, b, size, _)| {
             let overlap = b.min(f.bottom) - t.max(f.top);
-            overlap >= 0.5 * (b - t).min(f.height())
+            // A title beside small print is not one line with it; a footnote mark is.
+            let ratio = size.max(f.size) / size.min(f.size).max(0.1);
+            overlap >= 0.5 * (b - t).min(f.height()) && (ratio <= 1.2 || f.ink <= 3)
         });
         match joined {
             Some(l) => {
                 l.0 = l.0.min(f.top);
                 l.1 = l.1.max(f.bottom);
-                l.2.push(i);
+                l.3.push(i);
             }
-            None => lines.push((f.top, f.bottom, vec![i])),
+            None => lines.push((f.top, f.bottom, f.size, vec![i])),
         }
     }
     lines.sort_by(|a, b| a.0.total_cmp(&b.0));
     lines
         .into_iter()
-        .map(|(_, _, mut ids)| {
+        .map(|(_, _, _, mut ids)| {
             let rtl: usize = ids
                 .iter()
                 .filter(|&&i| frags[i].rtl)
@@ -241,4 +244,43 @@ pub(crate) fn lines_of(frags: &[&Fragment]) -> Vec<Vec<usize>> {
             ids
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn atom(x0: f32, x1: f32, top: f32, words: usize) -> Atom {
+        Atom {
+            rect: Rect {
+                x0,
+                x1,
+                top,
+                bottom: top + 10.0,
+            },
+            words,
+            rtl: false,
+        }
+    }
+
+    #[test]
+    fn title_then_left_column_then_right_column() {
+        let mut atoms = vec![atom(50.0, 550.0, 40.0, 6)];
+        for i in 0..5 {
+            atoms.push(atom(50.0, 280.0, 80.0 + 12.0 * i as f32, 8));
+            atoms.push(atom(320.0, 550.0, 80.0 + 12.0 * i as f32, 8));
+        }
+        let order: Vec<usize> = reading_order(&atoms, 10.0)
+            .into_iter()
+            .flat_map(|l| l.atoms)
+            .collect();
+        assert_eq!(order, [0, 1, 3, 5, 7, 9, 2, 4, 6, 8, 10]);
+        let mut rtl = atoms.clone();
+        rtl.iter_mut().for_each(|a| a.rtl = true);
+        let order: Vec<usize> = reading_order(&rtl, 10.0)
+            .into_iter()
+            .flat_map(|l| l.atoms)
+            .collect();
+        assert_eq!(order, [0, 2, 4, 6, 8, 10, 1, 3, 5, 7, 9]);
+    }
 }

@@ -66,7 +66,7 @@ fn separators(frags: &[Fragment], rows: &[Vec<usize>], em: f32) -> Vec<f32> {
     let ids = rows.iter().flatten();
     let x0 = ids.clone().map(|&i| frags[i].x0).fold(f32::MAX, f32::min);
     let x1 = ids.map(|&i| frags[i].x1).fold(f32::MIN, f32::max);
-    if !(x1 > x0) || x1 - x0 > 5_000.0 {
+    if x1.partial_cmp(&x0) != Some(std::cmp::Ordering::Greater) || x1 - x0 > 5_000.0 {
         return Vec::new();
     }
     let bins = (x1 - x0).ceil() as usize + 1;
@@ -186,7 +186,19 @@ fn plausible(rows: &[Vec<String>], max_avg_words: f32) -> bool {
     let avg_chars = chars as f32 / filled.len().max(1) as f32;
     let short =
         max_avg_words == f32::MAX || (avg <= max_avg_words && avg_chars <= MAX_AVG_CELL_CHARS);
-    multi * 2 >= rows.len() && multi >= 2 && short
+    // A column of short keys beside longer text ("Term | what it means") is a table
+    // too when it runs for a few rows.
+    let keyed = multi >= 3
+        && (0..ncols).any(|c| {
+            let col: Vec<&String> = rows
+                .iter()
+                .filter_map(|r| r.get(c))
+                .filter(|s| !s.is_empty())
+                .collect();
+            let w: usize = col.iter().map(|s| s.split_whitespace().count()).sum();
+            col.len() * 2 >= rows.len() && (w as f32) <= 2.0 * col.len() as f32
+        });
+    multi * 2 >= rows.len() && multi >= 2 && (short || keyed)
 }
 
 /// Tables from text positions among the fragments `ids`.
@@ -289,7 +301,6 @@ pub(crate) fn accurate(frags: &[Fragment], ids: &[usize], rules: &[Rule], em: f3
         if inside.len() < 2 {
             continue;
         }
-        let rows = rows_of(frags, &inside);
         let vert: Vec<f32> = dedup(
             rules
                 .iter()
@@ -297,19 +308,53 @@ pub(crate) fn accurate(frags: &[Fragment], ids: &[usize], rules: &[Rule], em: f3
                 .filter(|r| r.to - r.from >= 0.3 * region.height().min(3.0 * em))
                 .map(|r| r.at),
         );
-        let horiz = rules
-            .iter()
-            .filter(|r| r.horizontal && r.at >= region.top - 1.0 && r.at <= region.bottom + 1.0)
-            .filter(|r| r.from <= region.x0 + 3.0 && r.to >= region.x1 - 3.0);
-        // A full grid vouches for the table, and then cells may hold running text; rules
-        // that only frame or underline need the table to look like one.
-        let grid = vert.len() >= 2 && dedup(horiz.map(|r| r.at)).len() >= 3;
+        let horiz = row_rules(rules, &region);
+        // A grid (row and column rules) vouches for the table: its rows are the bands
+        // between row rules, so cells may wrap over several lines and hold running
+        // text. Rules that only frame or underline need the text to look like a table.
+        let grid = !vert.is_empty() && horiz.len() >= 3;
+        let (rows, inside) = if grid {
+            let (first, last) = (horiz[0], horiz[horiz.len() - 1]);
+            let inside: Vec<usize> = inside
+                .into_iter()
+                .filter(|&i| {
+                    let mid = (frags[i].top + frags[i].bottom) / 2.0;
+                    mid > first && mid < last
+                })
+                .collect();
+            let rows: Vec<Vec<usize>> = horiz
+                .windows(2)
+                .map(|w| {
+                    let mut row: Vec<usize> = inside
+                        .iter()
+                        .copied()
+                        .filter(|&i| {
+                            let mid = (frags[i].top + frags[i].bottom) / 2.0;
+                            mid > w[0] && mid <= w[1]
+                        })
+                        .collect();
+                    row.sort_by(|&a, &b| frags[a].top.total_cmp(&frags[b].top));
+                    row
+                })
+                .filter(|r| !r.is_empty())
+                .collect();
+            (rows, inside)
+        } else {
+            (rows_of(frags, &inside), inside)
+        };
+        if inside.len() < 2 {
+            continue;
+        }
         let seps = if vert.is_empty() {
             separators(frags, &rows, em)
         } else {
             vert
         };
-        let table = cells(frags, &rows, &seps, em);
+        let table = if grid {
+            grid_cells(frags, &rows, &seps)
+        } else {
+            cells(frags, &rows, &seps, em)
+        };
         let limit = if grid { f32::MAX } else { MAX_AVG_CELL_WORDS };
         if plausible(&table, limit) {
             inside.iter().for_each(|&i| used[i] = true);
@@ -323,6 +368,49 @@ pub(crate) fn accurate(frags: &[Fragment], ids: &[usize], rules: &[Rule], em: f3
     let rest: Vec<usize> = ids.iter().copied().filter(|&i| !used[i]).collect();
     out.extend(fast(frags, &rest, em));
     out
+}
+
+/// y positions of the horizontal rules that run across at least half of `region`
+/// (rules drawn cell by cell are summed), top to bottom.
+fn row_rules(rules: &[Rule], region: &Rect) -> Vec<f32> {
+    let mut ys: Vec<(f32, f32)> = Vec::new();
+    for r in rules.iter().filter(|r| r.horizontal) {
+        if r.at < region.top - 1.0 || r.at > region.bottom + 1.0 {
+            continue;
+        }
+        let len = (r.to.min(region.x1) - r.from.max(region.x0)).max(0.0);
+        match ys.iter_mut().find(|(y, _)| (*y - r.at).abs() < 2.0) {
+            Some(e) => e.1 += len,
+            None => ys.push((r.at, len)),
+        }
+    }
+    let mut out: Vec<f32> = ys
+        .into_iter()
+        .filter(|(_, len)| *len >= 0.5 * region.width())
+        .map(|(y, _)| y)
+        .collect();
+    out.sort_by(f32::total_cmp);
+    out
+}
+
+/// Cells of rows that are bands between rules: every fragment of a band goes to the
+/// column its middle falls in, lines of one cell joined top to bottom.
+fn grid_cells(frags: &[Fragment], rows: &[Vec<usize>], seps: &[f32]) -> Vec<Vec<String>> {
+    rows.iter()
+        .map(|row| {
+            let mut cells = vec![String::new(); seps.len() + 1];
+            for &i in row {
+                let f = &frags[i];
+                let mid = (f.x0 + f.x1) / 2.0;
+                let cell = &mut cells[seps.iter().filter(|&&s| s < mid).count()];
+                if !cell.is_empty() {
+                    cell.push(' ');
+                }
+                cell.push_str(f.text.trim());
+            }
+            cells
+        })
+        .collect()
 }
 
 fn dedup(xs: impl Iterator<Item = f32>) -> Vec<f32> {
@@ -403,4 +491,66 @@ fn ruled_regions(rules: &[Rule]) -> Vec<Rect> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frag(text: &str, x0: f32, top: f32) -> Fragment {
+        Fragment {
+            text: text.into(),
+            x0,
+            x1: x0 + 6.0 * text.chars().count() as f32,
+            top,
+            bottom: top + 12.0,
+            size: 10.0,
+            bold: false,
+            italic: false,
+            rtl: false,
+            ink: text.chars().count(),
+            leader: text.ends_with(". . . ."),
+        }
+    }
+
+    #[test]
+    fn aligned_rows_make_a_table_and_prose_does_not() {
+        let mut frags = Vec::new();
+        for (r, row) in [
+            ["Name", "Qty", "Price"],
+            ["Apples", "3", "1.20"],
+            ["Pears", "12", "0.80"],
+        ]
+        .iter()
+        .enumerate()
+        {
+            for (c, cell) in row.iter().enumerate() {
+                frags.push(frag(cell, 50.0 + 120.0 * c as f32, 100.0 + 14.0 * r as f32));
+            }
+        }
+        frags.push(frag(
+            "A paragraph that runs along the whole line of text.",
+            50.0,
+            200.0,
+        ));
+        let ids: Vec<usize> = (0..frags.len()).collect();
+        let found = fast(&frags, &ids, 10.0);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].rows[0], ["Name", "Qty", "Price"]);
+        assert_eq!(found[0].rows[2], ["Pears", "12", "0.80"]);
+        assert_eq!(found[0].frags.len(), 9);
+    }
+
+    #[test]
+    fn a_table_of_contents_is_entry_and_page() {
+        let frags = vec![
+            frag("Intro . . . .", 50.0, 100.0),
+            frag("1", 300.0, 100.0),
+            frag("Methods . . . .", 50.0, 114.0),
+            frag("7", 300.0, 114.0),
+        ];
+        let found = fast(&frags, &[0, 1, 2, 3], 10.0);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].rows[1], ["Methods . . . .", "7"]);
+    }
 }

@@ -12,7 +12,7 @@ pub fn to_latex(el: &Element) -> String {
 
 fn node(el: &Element, out: &mut String) {
     let arg = |name: &str| el.child(name).map(to_latex).unwrap_or_default();
-    match el.name.as_str() {
+    match el.name() {
         n if n.ends_with("Pr") => {}
         "r" => {
             for t in el.children_named("t") {

@@ -21,8 +21,8 @@ pub struct Numbering {
     /// numId -> per-level start overrides.
     overrides: HashMap<String, HashMap<u8, u32>>,
     abstracts: HashMap<String, HashMap<u8, Level>>,
-    /// abstractNumId -> counters per level.
-    counters: HashMap<String, [u32; 9]>,
+    /// abstractNumId -> counters per level (`None`: not started).
+    counters: HashMap<String, [Option<u32>; 9]>,
 }
 
 impl Numbering {
@@ -127,22 +127,19 @@ impl Numbering {
                 .unwrap_or(1)
         };
         let starts: Vec<u32> = (0..9).map(|l| start_of(self, l)).collect();
-        let counters = self.counters.entry(abs).or_insert([0; 9]);
-        let i = ilvl as usize;
-        counters[i] = if counters[i] == 0 {
-            starts[i]
-        } else {
-            counters[i] + 1
-        };
+        let counters = self.counters.entry(abs).or_insert([None; 9]);
+        let i = usize::from(ilvl).min(8);
+        counters[i] = Some(match counters[i] {
+            None => starts[i],
+            Some(n) => n.saturating_add(1),
+        });
         for c in counters.iter_mut().skip(i + 1) {
-            *c = 0;
+            *c = None;
         }
         // A level used before its parents counts them as started: "2.1.1" under "2"
         // makes the next second-level item "2.2".
         for (c, start) in counters.iter_mut().zip(&starts).take(i) {
-            if *c == 0 {
-                *c = *start;
-            }
+            c.get_or_insert(*start);
         }
         let counters = *counters;
         let Some(level) = self.level(num_id, ilvl) else {
@@ -158,10 +155,7 @@ impl Numbering {
                 ('%', Some(d)) if (1..=9).contains(&d) => {
                     chars.next();
                     let lvl = (d - 1) as u8;
-                    let n = match counters[lvl as usize] {
-                        0 => starts[lvl as usize],
-                        n => n,
-                    };
+                    let n = counters[lvl as usize].unwrap_or(starts[lvl as usize]);
                     let fmt = self
                         .level(num_id, lvl)
                         .map(|l| l.format.as_str())
@@ -192,6 +186,35 @@ fn format_number(n: u32, fmt: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_levels_and_follows_style_links() {
+        let x = br#"<w:numbering xmlns:w="w">
+<w:abstractNum w:abstractNumId="0"><w:styleLink w:val="Outline"/><w:lvl w:ilvl="0"><w:numFmt w:val="decimal"/><w:lvlText w:val="%1."/></w:lvl><w:lvl w:ilvl="1"><w:numFmt w:val="decimal"/><w:lvlText w:val="%1.%2"/></w:lvl><w:lvl w:ilvl="2"><w:numFmt w:val="lowerRoman"/><w:lvlText w:val="(%3)"/></w:lvl></w:abstractNum>
+<w:abstractNum w:abstractNumId="1"><w:numStyleLink w:val="Outline"/></w:abstractNum>
+<w:num w:numId="7"><w:abstractNumId w:val="1"/></w:num>
+</w:numbering>"#;
+        let mut n = Numbering::parse(Some(&crate::parse::office::xml::parse(x).unwrap()));
+        assert!(n.is_list("7", 0));
+        assert!(!n.is_list("0", 0));
+        let labels: Vec<String> = [0, 2, 1, 1, 0]
+            .iter()
+            .map(|l| n.next_label("7", *l))
+            .collect();
+        // As in Word, a skipped level counts as started: after "(i)" under "1.",
+        // the next second-level item is "1.2".
+        assert_eq!(labels, ["1.", "(i)", "1.2", "1.3", "2."]);
+    }
+
+    #[test]
+    fn hostile_starts_do_not_overflow() {
+        let x = br#"<w:numbering xmlns:w="w"><w:abstractNum w:abstractNumId="0"><w:lvl w:ilvl="0"><w:start w:val="4294967295"/><w:numFmt w:val="upperRoman"/><w:lvlText w:val="%1"/></w:lvl></w:abstractNum><w:num w:numId="1"><w:abstractNumId w:val="0"/></w:num></w:numbering>"#;
+        let mut n = Numbering::parse(Some(&crate::parse::office::xml::parse(x).unwrap()));
+        for _ in 0..3 {
+            assert!(!n.next_label("1", 0).is_empty());
+        }
+        assert_eq!(n.next_label("1", 200), "");
+    }
 
     #[test]
     fn formats_numbers() {

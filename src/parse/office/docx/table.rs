@@ -75,9 +75,9 @@ pub fn grid(tbl: &Element, mut cell_text: impl FnMut(&Element) -> String) -> Tab
 fn unwrap_all<'e>(parent: &'e Element, name: &str) -> Vec<&'e Element> {
     let mut out = Vec::new();
     for e in parent.elements() {
-        if e.name == name {
+        if e.name() == name {
             out.push(e);
-        } else if matches!(e.name.as_str(), "sdt" | "customXml" | "sdtContent") {
+        } else if matches!(e.name(), "sdt" | "customXml" | "sdtContent") {
             out.extend(unwrap_all(e, name));
         }
     }

@@ -23,7 +23,7 @@ impl TimeFormats {
         let styles = pkg.main_part().ok().and_then(|main| {
             let rels = pkg.rels(&main).ok()?;
             let rel = rels.values().find(|r| r.kind == "styles" && !r.external)?;
-            pkg.xml(&rel.target).ok().flatten()
+            pkg.optional_xml(&rel.target)
         });
         styles.map(|s| Self::from_styles(&s)).unwrap_or_default()
     }

@@ -24,7 +24,7 @@ pub fn sheet_extras(pkg: &mut Package) -> HashMap<String, SheetExtras> {
     let Ok(main) = pkg.main_part() else {
         return out;
     };
-    let (Ok(Some(wb)), Ok(rels)) = (pkg.xml(&main), pkg.rels(&main)) else {
+    let (Some(wb), Ok(rels)) = (pkg.optional_xml(&main), pkg.rels(&main)) else {
         return out;
     };
     let persons = persons(pkg, &rels);
@@ -54,7 +54,7 @@ pub fn sheet_extras(pkg: &mut Package) -> HashMap<String, SheetExtras> {
         // comment]"; those are skipped when the threaded originals are there.
         let mut comments = Vec::new();
         for part in &threaded {
-            if let Ok(Some(root)) = pkg.xml(part) {
+            if let Some(root) = pkg.optional_xml(part) {
                 for c in root.children_named("threadedComment") {
                     let author = c
                         .attr("personId")
@@ -68,7 +68,7 @@ pub fn sheet_extras(pkg: &mut Package) -> HashMap<String, SheetExtras> {
             }
         }
         for part in internal("comments") {
-            let Ok(Some(root)) = pkg.xml(&part) else {
+            let Some(root) = pkg.optional_xml(&part) else {
                 continue;
             };
             let authors: Vec<String> = root
@@ -109,7 +109,7 @@ fn persons(pkg: &mut Package, rels: &HashMap<String, Rel>) -> HashMap<String, St
         .map(|r| r.target.clone())
         .collect();
     for part in parts {
-        if let Ok(Some(root)) = pkg.xml(&part) {
+        if let Some(root) = pkg.optional_xml(&part) {
             for p in root.children_named("person") {
                 if let (Some(id), Some(name)) = (p.attr("id"), p.attr("displayName")) {
                     out.insert(id.to_owned(), name.to_owned());
@@ -122,7 +122,7 @@ fn persons(pkg: &mut Package, rels: &HashMap<String, Rel>) -> HashMap<String, St
 
 /// Charts, pictures and text boxes of a SpreadsheetML drawing, in anchor order.
 pub fn push_drawing(pkg: &mut Package, part: &str, out: &mut Blocks) {
-    let (Ok(Some(root)), Ok(rels)) = (pkg.xml(part), pkg.rels(part)) else {
+    let (Some(root), Ok(rels)) = (pkg.optional_xml(part), pkg.rels(part)) else {
         return;
     };
     for anchor in root.elements() {
@@ -136,7 +136,7 @@ pub fn push_drawing(pkg: &mut Package, part: &str, out: &mut Blocks) {
             (px("cx"), px("cy"))
         };
         for shape in anchor.elements() {
-            match shape.name.as_str() {
+            match shape.name() {
                 "pic" => {
                     let (w, h) = match size(shape.path(&["spPr", "xfrm", "ext"])) {
                         (0, _) | (_, 0) => size(ext),
@@ -152,7 +152,7 @@ pub fn push_drawing(pkg: &mut Package, part: &str, out: &mut Blocks) {
                     let Some(rel) = id.and_then(|id| rels.get(id)) else {
                         continue;
                     };
-                    if let Ok(Some(c)) = pkg.xml(&rel.target) {
+                    if let Some(c) = pkg.optional_xml(&rel.target) {
                         let (w, h) = size(shape.path(&["xfrm", "ext"]));
                         chart::read(&c).push_to(out, w, h);
                     }
