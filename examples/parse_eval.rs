@@ -226,7 +226,8 @@ fn main() {
                 .unwrap_or_default()
                 .to_string_lossy()
                 .into_owned();
-            let format = match Format::for_filename(&name) {
+            // Macro-enabled workbooks are workbooks: score them as XLSX.
+            let format = match Format::for_filename(&name.replace(".xlsm", ".xlsx")) {
                 Ok(f) => f,
                 Err(_) => continue,
             };

@@ -60,7 +60,7 @@ fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// One block as Markdown ("" for an image without a description).
+/// One block as Markdown (an image without a description is a `<!-- image -->` marker).
 pub fn block_markdown(b: &Block) -> String {
     let t = b.text.trim();
     match &b.kind {
@@ -72,7 +72,7 @@ pub fn block_markdown(b: &Block) -> String {
         BlockKind::ListItem => format!("- {}", one_line(t)),
         BlockKind::Code => format!("```\n{t}\n```"),
         BlockKind::Table(table) => table.to_markdown(),
-        BlockKind::Image(_) if t.is_empty() => String::new(),
+        BlockKind::Image(_) if t.is_empty() => "<!-- image -->".to_owned(),
         BlockKind::Image(_) => format!("<!-- image -->\n{t}"),
     }
 }

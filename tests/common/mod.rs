@@ -8,6 +8,9 @@ use ragd::config::Config;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+pub mod office;
+pub mod pdf;
+
 /// Where the setup script installed the models.
 pub fn models_dir() -> PathBuf {
     std::env::var_os("RAGD_MODELS_DIR")
