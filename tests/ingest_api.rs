@@ -15,31 +15,6 @@ fn md(topic: &str, n: usize) -> String {
     format!("# {topic}\n\n{body}")
 }
 
-async fn upload_with(
-    s: &TestServer,
-    path: &str,
-    name: &str,
-    bytes: &[u8],
-    section: Option<&str>,
-) -> (u16, Value) {
-    let mut form = reqwest::multipart::Form::new().part(
-        "file",
-        reqwest::multipart::Part::bytes(bytes.to_vec()).file_name(name.to_owned()),
-    );
-    if let Some(sec) = section {
-        form = form.text("section", sec.to_owned());
-    }
-    let r = s
-        .client
-        .post(s.url(path))
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
-    let st = r.status().as_u16();
-    (st, r.json().await.unwrap_or(Value::Null))
-}
-
 /// Polls a task until it leaves pending/running.
 pub async fn wait_task(s: &TestServer, id: &str) -> Value {
     for _ in 0..600 {
@@ -66,28 +41,25 @@ fn sources_of(body: &Value) -> Vec<String> {
 async fn deleting_by_id_batch_source_and_filter() {
     let dir = tempfile::tempdir().unwrap();
     let s = TestServer::start(dir.path()).await;
-    upload_with(
-        &s,
+    s.post_file(
         "/api/v1/upload",
         "pumps.md",
         md("pumps", 80).as_bytes(),
-        Some("engineering"),
+        &[("section", "engineering")],
     )
     .await;
-    upload_with(
-        &s,
+    s.post_file(
         "/api/v1/upload",
         "valves.md",
         md("valves", 80).as_bytes(),
-        Some("engineering"),
+        &[("section", "engineering")],
     )
     .await;
-    upload_with(
-        &s,
+    s.post_file(
         "/api/v1/upload",
         "bread.md",
         md("baking bread", 80).as_bytes(),
-        Some("kitchen"),
+        &[("section", "kitchen")],
     )
     .await;
     let (_, stats) = s.get_json("/api/v1/documents/stats").await;
@@ -224,14 +196,14 @@ async fn async_upload_tasks_list_and_cancel() {
     let mut cfg = test_config(dir.path());
     cfg.task_workers = 1;
     let s = TestServer::start_with(cfg).await;
-    let (st, ack) = upload_with(
-        &s,
-        "/api/v1/upload/async",
-        "pumps.md",
-        md("pumps", 10).as_bytes(),
-        None,
-    )
-    .await;
+    let (st, ack) = s
+        .post_file(
+            "/api/v1/upload/async",
+            "pumps.md",
+            md("pumps", 10).as_bytes(),
+            &[],
+        )
+        .await;
     assert_eq!(st, 200, "{ack}");
     assert_eq!(ack["status"], "pending");
     assert!(ack["created_at"].as_str().unwrap().len() >= 19);
@@ -249,22 +221,17 @@ async fn async_upload_tasks_list_and_cancel() {
 
     // A big file keeps the single worker busy; the next task is cancelled while pending.
     let big = md("turbines", 3000);
-    let (_, busy) = upload_with(
-        &s,
-        "/api/v1/upload/async",
-        "turbines.md",
-        big.as_bytes(),
-        None,
-    )
-    .await;
-    let (_, queued) = upload_with(
-        &s,
-        "/api/v1/upload/async",
-        "later.md",
-        md("later", 3).as_bytes(),
-        None,
-    )
-    .await;
+    let (_, busy) = s
+        .post_file("/api/v1/upload/async", "turbines.md", big.as_bytes(), &[])
+        .await;
+    let (_, queued) = s
+        .post_file(
+            "/api/v1/upload/async",
+            "later.md",
+            md("later", 3).as_bytes(),
+            &[],
+        )
+        .await;
     let qid = queued["task_id"].as_str().unwrap();
     let r = s
         .client
@@ -339,7 +306,9 @@ async fn async_upload_tasks_list_and_cancel() {
         .unwrap();
     assert_eq!(r.status().as_u16(), 404);
     // Unsupported types are refused before a task exists.
-    let (st, b) = upload_with(&s, "/api/v1/upload/async", "x.exe", b"MZ", None).await;
+    let (st, b) = s
+        .post_file("/api/v1/upload/async", "x.exe", b"MZ", &[])
+        .await;
     assert_error_body(st, &b, 400);
     s.stop().await;
 }
@@ -423,14 +392,14 @@ async fn bulk_and_zip_uploads() {
         ("docs/ropes.md", md("ropes", 3).into_bytes()),
         ("docs/sails.txt", b"Sails catch the wind.".to_vec()),
     ]);
-    let (st, b) = upload_with(
-        &s,
-        "/api/v1/upload/bulk/zip",
-        "docs.zip",
-        &good,
-        Some("zipped"),
-    )
-    .await;
+    let (st, b) = s
+        .post_file(
+            "/api/v1/upload/bulk/zip",
+            "docs.zip",
+            &good,
+            &[("section", "zipped")],
+        )
+        .await;
     assert_eq!(st, 200, "{b}");
     assert_eq!(
         (b["total_files"].as_u64(), b["successful"].as_u64()),
@@ -457,7 +426,9 @@ async fn bulk_and_zip_uploads() {
         ("many.zip", many),
         ("junk.zip", b"PK\x03\x04junk".to_vec()),
     ] {
-        let (st, b) = upload_with(&s, "/api/v1/upload/bulk/zip", name, &bytes, None).await;
+        let (st, b) = s
+            .post_file("/api/v1/upload/bulk/zip", name, &bytes, &[])
+            .await;
         assert_error_body(st, &b, 400);
         assert!(b["detail"].as_str().unwrap().contains("ZIP"), "{b}");
     }

@@ -5,40 +5,6 @@ mod common;
 use common::{assert_error_body, TestServer};
 use serde_json::Value;
 
-async fn post_form(
-    s: &TestServer,
-    path: &str,
-    name: &str,
-    bytes: &[u8],
-    fields: &[(&str, &str)],
-) -> reqwest::Response {
-    let mut form = reqwest::multipart::Form::new().part(
-        "file",
-        reqwest::multipart::Part::bytes(bytes.to_vec()).file_name(name.to_owned()),
-    );
-    for (k, v) in fields {
-        form = form.text(k.to_string(), v.to_string());
-    }
-    s.client
-        .post(s.url(path))
-        .multipart(form)
-        .send()
-        .await
-        .unwrap()
-}
-
-async fn parse_json(
-    s: &TestServer,
-    path: &str,
-    name: &str,
-    bytes: &[u8],
-    fields: &[(&str, &str)],
-) -> (u16, Value) {
-    let r = post_form(s, path, name, bytes, fields).await;
-    let st = r.status().as_u16();
-    (st, r.json().await.unwrap_or(Value::Null))
-}
-
 /// Reads a whole SSE response into (event, data) pairs, checking the wire format.
 async fn sse_events(r: reqwest::Response) -> Vec<(String, Value)> {
     assert_eq!(r.status().as_u16(), 200);
@@ -76,7 +42,9 @@ const PAGE: &str = r#"<html><head><title>Field Manual</title></head><body>
 async fn parse_html_with_tables_and_cleaning() {
     let dir = tempfile::tempdir().unwrap();
     let s = TestServer::start(dir.path()).await;
-    let (st, p) = parse_json(&s, "/api/v1/parse", "manual.html", PAGE.as_bytes(), &[]).await;
+    let (st, p) = s
+        .post_file("/api/v1/parse", "manual.html", PAGE.as_bytes(), &[])
+        .await;
     assert_eq!(st, 200, "{p}");
     assert_eq!(p["success"], true);
     assert_eq!(p["source_file"], "manual.html");
@@ -116,14 +84,14 @@ async fn parse_html_with_tables_and_cleaning() {
         .starts_with("# Field Manual"));
     assert_eq!(p["llm_ready_mode"], "markdown");
 
-    let (_, p) = parse_json(
-        &s,
-        "/api/v1/parse",
-        "manual.html",
-        PAGE.as_bytes(),
-        &[("include_tables", "false"), ("remove_urls", "false")],
-    )
-    .await;
+    let (_, p) = s
+        .post_file(
+            "/api/v1/parse",
+            "manual.html",
+            PAGE.as_bytes(),
+            &[("include_tables", "false"), ("remove_urls", "false")],
+        )
+        .await;
     assert!(!p["full_text"].as_str().unwrap().contains("V-100"));
     assert_eq!(p["tables_count"], 1, "tables are still reported");
     assert!(p["content"]["cleaned_text"]
@@ -139,30 +107,32 @@ async fn parse_text_formats() {
     let s = TestServer::start(dir.path()).await;
     // Arabic: normalised by default, in logical order; kept as is when asked.
     let ar = "اللُّغَةُ العَرَبِيَّةُ جَمِيلَةٌ في المدرسة";
-    let (st, p) = parse_json(&s, "/api/v1/parse", "ar.txt", ar.as_bytes(), &[]).await;
+    let (st, p) = s
+        .post_file("/api/v1/parse", "ar.txt", ar.as_bytes(), &[])
+        .await;
     assert_eq!(st, 200, "{p}");
     assert_eq!(
         p["content"]["cleaned_text"],
         "اللغه العربيه جميله في المدرسه"
     );
-    let (_, p) = parse_json(
-        &s,
-        "/api/v1/parse",
-        "ar.txt",
-        ar.as_bytes(),
-        &[("normalize_arabic", "false")],
-    )
-    .await;
+    let (_, p) = s
+        .post_file(
+            "/api/v1/parse",
+            "ar.txt",
+            ar.as_bytes(),
+            &[("normalize_arabic", "false")],
+        )
+        .await;
     assert_eq!(p["content"]["cleaned_text"], ar);
     // CSV with semicolons and a ragged row.
-    let (st, p) = parse_json(
-        &s,
-        "/api/v1/parse",
-        "stock.csv",
-        "sku;qty;place\nA1;3;north\nB2;5\n".as_bytes(),
-        &[],
-    )
-    .await;
+    let (st, p) = s
+        .post_file(
+            "/api/v1/parse",
+            "stock.csv",
+            "sku;qty;place\nA1;3;north\nB2;5\n".as_bytes(),
+            &[],
+        )
+        .await;
     assert_eq!(st, 200, "{p}");
     assert_eq!(
         (
@@ -172,30 +142,32 @@ async fn parse_text_formats() {
         (Some(3), Some(3))
     );
     // JSON.
-    let (st, p) = parse_json(
-        &s,
-        "/api/v1/parse",
-        "inv.json",
-        br#"{"title": "Inventory", "items": [{"sku": "A1"}, {"sku": "B2"}]}"#,
-        &[],
-    )
-    .await;
+    let (st, p) = s
+        .post_file(
+            "/api/v1/parse",
+            "inv.json",
+            br#"{"title": "Inventory", "items": [{"sku": "A1"}, {"sku": "B2"}]}"#,
+            &[],
+        )
+        .await;
     assert_eq!(st, 200, "{p}");
     assert_eq!(p["metadata"]["title"], "Inventory");
     assert_eq!(p["tables_count"], 1);
     // reStructuredText headings.
-    let (st, p) = parse_json(
-        &s,
-        "/api/v1/parse",
-        "guide.rst",
-        b"Guide\n=====\n\nIntro.\n\nSetup\n-----\n\nSteps.\n",
-        &[],
-    )
-    .await;
+    let (st, p) = s
+        .post_file(
+            "/api/v1/parse",
+            "guide.rst",
+            b"Guide\n=====\n\nIntro.\n\nSetup\n-----\n\nSteps.\n",
+            &[],
+        )
+        .await;
     assert_eq!(st, 200, "{p}");
     assert!(p["llm_ready"].as_str().unwrap().contains("## Setup"));
     // Markdown.
-    let (st, p) = parse_json(&s, "/api/v1/parse", "n.md", b"# Notes\n\n- a\n- b\n", &[]).await;
+    let (st, p) = s
+        .post_file("/api/v1/parse", "n.md", b"# Notes\n\n- a\n- b\n", &[])
+        .await;
     assert_eq!(st, 200, "{p}");
     assert_eq!(p["metadata"]["title"], "Notes");
     s.stop().await;
@@ -226,7 +198,9 @@ async fn sections_in_every_mode() {
         ("max_chunk_words", "300"),
         ("include_full_text", "true"),
     ];
-    let (st, r) = parse_json(&s, "/api/v1/parse/sections", "h.md", md.as_bytes(), &fields).await;
+    let (st, r) = s
+        .post_file("/api/v1/parse/sections", "h.md", md.as_bytes(), &fields)
+        .await;
     assert_eq!(st, 200, "{r}");
     let stats = &r["chunking_stats"];
     assert_eq!(
@@ -280,14 +254,14 @@ async fn sections_in_every_mode() {
         ("disabled", "disabled"),
         ("semantic", "semantic"),
     ] {
-        let (st, r) = parse_json(
-            &s,
-            "/api/v1/parse/sections",
-            "h.md",
-            md.as_bytes(),
-            &[("chunking_mode", mode)],
-        )
-        .await;
+        let (st, r) = s
+            .post_file(
+                "/api/v1/parse/sections",
+                "h.md",
+                md.as_bytes(),
+                &[("chunking_mode", mode)],
+            )
+            .await;
         assert_eq!(st, 200, "{r}");
         assert_eq!(r["chunking_stats"]["strategy_used"], expect);
         assert!(r["full_text"].is_null());
@@ -302,17 +276,19 @@ async fn sections_in_every_mode() {
         [("table_mode", "exact")],
         [("enable_ocr", "maybe")],
     ] {
-        let (st, b) = parse_json(&s, "/api/v1/parse/sections", "h.md", md.as_bytes(), &bad).await;
+        let (st, b) = s
+            .post_file("/api/v1/parse/sections", "h.md", md.as_bytes(), &bad)
+            .await;
         assert_error_body(st, &b, 400);
     }
-    let (st, b) = parse_json(
-        &s,
-        "/api/v1/parse/sections",
-        "h.md",
-        md.as_bytes(),
-        &[("target_chunk_words", "900"), ("max_chunk_words", "100")],
-    )
-    .await;
+    let (st, b) = s
+        .post_file(
+            "/api/v1/parse/sections",
+            "h.md",
+            md.as_bytes(),
+            &[("target_chunk_words", "900"), ("max_chunk_words", "100")],
+        )
+        .await;
     assert_error_body(st, &b, 400);
     s.stop().await;
 }
@@ -323,14 +299,8 @@ async fn sse_streams_have_their_events_in_order() {
     let s = TestServer::start(dir.path()).await;
     let md = long_markdown();
     let ev = sse_events(
-        post_form(
-            &s,
-            "/api/v1/parse/sections/stream",
-            "h.md",
-            md.as_bytes(),
-            &[],
-        )
-        .await,
+        s.send_file("/api/v1/parse/sections/stream", "h.md", md.as_bytes(), &[])
+            .await,
     )
     .await;
     let kinds: Vec<&str> = ev.iter().map(|(k, _)| k.as_str()).collect();
@@ -356,8 +326,7 @@ async fn sse_streams_have_their_events_in_order() {
     assert!(gloves["content"].as_str().unwrap().contains("Word0"));
 
     let ev = sse_events(
-        post_form(
-            &s,
+        s.send_file(
             "/api/v1/parse/sections/incremental",
             "h.md",
             md.as_bytes(),
@@ -377,8 +346,7 @@ async fn sse_streams_have_their_events_in_order() {
 
     // Errors arrive as an error event, then done.
     let ev = sse_events(
-        post_form(
-            &s,
+        s.send_file(
             "/api/v1/parse/sections/stream",
             "bad.json",
             b"{not json",
@@ -393,8 +361,7 @@ async fn sse_streams_have_their_events_in_order() {
     assert!(ev[1].1["detail"].as_str().unwrap().contains("bad.json"));
     // Incremental refuses formats the contract does not list for it.
     let ev = sse_events(
-        post_form(
-            &s,
+        s.send_file(
             "/api/v1/parse/sections/incremental",
             "d.csv",
             b"a,b\n1,2\n",
@@ -442,7 +409,7 @@ async fn formats_and_bad_files() {
             b"<html><body><script>x()</script></body></html>".to_vec(),
         ),
     ] {
-        let (st, b) = parse_json(&s, "/api/v1/parse", name, &bytes, &[]).await;
+        let (st, b) = s.post_file("/api/v1/parse", name, &bytes, &[]).await;
         assert_error_body(st, &b, 400);
     }
     let r = s

@@ -5,32 +5,6 @@ mod common;
 
 use common::pdf::{encode, render, text_pdf, Run};
 use common::{assert_error_body, TestServer};
-use serde_json::Value;
-
-async fn post(
-    s: &TestServer,
-    path: &str,
-    name: &str,
-    bytes: &[u8],
-    fields: &[(&str, &str)],
-) -> (u16, Value) {
-    let mut form = reqwest::multipart::Form::new().part(
-        "file",
-        reqwest::multipart::Part::bytes(bytes.to_vec()).file_name(name.to_owned()),
-    );
-    for (k, v) in fields {
-        form = form.text(k.to_string(), v.to_string());
-    }
-    let r = s
-        .client
-        .post(s.url(path))
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
-    let st = r.status().as_u16();
-    (st, r.json().await.unwrap_or(Value::Null))
-}
 
 fn report_pdf() -> Vec<u8> {
     text_pdf(&[
@@ -77,7 +51,7 @@ async fn pdf_through_every_parse_endpoint_and_upload() {
     let dir = tempfile::tempdir().unwrap();
     let s = TestServer::start(dir.path()).await;
     let pdf = report_pdf();
-    let (st, p) = post(&s, "/api/v1/parse", "report.pdf", &pdf, &[]).await;
+    let (st, p) = s.post_file("/api/v1/parse", "report.pdf", &pdf, &[]).await;
     assert_eq!(st, 200, "{p}");
     assert_eq!(p["format"], ".pdf");
     assert_eq!(p["metadata"]["num_pages"], 2);
@@ -92,14 +66,14 @@ async fn pdf_through_every_parse_endpoint_and_upload() {
         .unwrap()
         .contains("cooling fans"));
 
-    let (st, r) = post(
-        &s,
-        "/api/v1/parse/sections",
-        "report.pdf",
-        &pdf,
-        &[("chunking_mode", "page")],
-    )
-    .await;
+    let (st, r) = s
+        .post_file(
+            "/api/v1/parse/sections",
+            "report.pdf",
+            &pdf,
+            &[("chunking_mode", "page")],
+        )
+        .await;
     assert_eq!(st, 200, "{r}");
     let chunks = r["chunks"].as_array().unwrap();
     assert_eq!(chunks.len(), 2);
@@ -135,7 +109,7 @@ async fn pdf_through_every_parse_endpoint_and_upload() {
     assert_eq!(kinds.iter().filter(|k| **k == "progress").count(), 2);
     assert_eq!(kinds.last(), Some(&"done"));
 
-    let (st, u) = post(&s, "/api/v1/upload", "report.pdf", &pdf, &[]).await;
+    let (st, u) = s.post_file("/api/v1/upload", "report.pdf", &pdf, &[]).await;
     assert_eq!(st, 200, "{u}");
     assert_eq!(u["title"], "Quarterly Maintenance Report");
     let hit = s.search("which parts were replaced on the pumps", 1).await;
@@ -149,7 +123,7 @@ async fn office_documents_through_http() {
     let dir = tempfile::tempdir().unwrap();
     let s = TestServer::start(dir.path()).await;
     let docx = common::office::docx();
-    let (st, p) = post(&s, "/api/v1/parse", "doc.docx", &docx, &[]).await;
+    let (st, p) = s.post_file("/api/v1/parse", "doc.docx", &docx, &[]).await;
     assert_eq!(st, 200, "{p}");
     assert_eq!(p["format"], ".docx");
     assert!(
@@ -160,19 +134,19 @@ async fn office_documents_through_http() {
             .any(|l| l.starts_with('#')),
         "headings come through: {p}"
     );
-    let (st, r) = post(
-        &s,
-        "/api/v1/parse/sections",
-        "doc.docx",
-        &docx,
-        &[("chunking_mode", "semantic")],
-    )
-    .await;
+    let (st, r) = s
+        .post_file(
+            "/api/v1/parse/sections",
+            "doc.docx",
+            &docx,
+            &[("chunking_mode", "semantic")],
+        )
+        .await;
     assert_eq!(st, 200, "{r}");
     assert!(r["chunking_stats"]["sections_found"].as_u64().unwrap() >= 1);
 
     let pptx = common::office::pptx();
-    let (st, p) = post(&s, "/api/v1/parse", "deck.pptx", &pptx, &[]).await;
+    let (st, p) = s.post_file("/api/v1/parse", "deck.pptx", &pptx, &[]).await;
     assert_eq!(st, 200, "{p}");
     assert!(
         p["metadata"]["num_pages"].as_u64().unwrap() >= 2,
@@ -180,7 +154,7 @@ async fn office_documents_through_http() {
     );
 
     let xlsx = common::office::xlsx();
-    let (st, p) = post(&s, "/api/v1/parse", "book.xlsx", &xlsx, &[]).await;
+    let (st, p) = s.post_file("/api/v1/parse", "book.xlsx", &xlsx, &[]).await;
     assert_eq!(st, 200, "{p}");
     assert!(
         p["tables_count"].as_u64().unwrap() >= 1,
@@ -191,11 +165,13 @@ async fn office_documents_through_http() {
     assert!(t["markdown"].as_str().unwrap().starts_with('|'));
 
     for (name, bytes) in [("doc.docx", docx), ("deck.pptx", pptx), ("book.xlsx", xlsx)] {
-        let (st, u) = post(&s, "/api/v1/upload", name, &bytes, &[]).await;
+        let (st, u) = s.post_file("/api/v1/upload", name, &bytes, &[]).await;
         assert_eq!(st, 200, "{name}: {u}");
         assert!(u["chunks_added"].as_u64().unwrap() >= 1);
         // Damaged and empty copies are clear 400s.
-        let (st, b) = post(&s, "/api/v1/parse", name, &bytes[..bytes.len() / 3], &[]).await;
+        let (st, b) = s
+            .post_file("/api/v1/parse", name, &bytes[..bytes.len() / 3], &[])
+            .await;
         assert_error_body(st, &b, 400);
     }
     s.stop().await;
@@ -213,7 +189,7 @@ async fn images_are_read_by_ocr() {
         ("scan.bmp", image::ImageFormat::Bmp),
     ] {
         let bytes = encode(&img, format);
-        let (st, p) = post(&s, "/api/v1/parse", name, &bytes, &[]).await;
+        let (st, p) = s.post_file("/api/v1/parse", name, &bytes, &[]).await;
         assert_eq!(st, 200, "{name}: {p}");
         let text = p["content"]["cleaned_text"].as_str().unwrap();
         for word in ["Quarterly", "Maintenance", "compressor"] {
@@ -231,7 +207,9 @@ async fn images_are_read_by_ocr() {
     }
     // A scanned PDF (no text layer) is OCR'd too.
     let scanned = common::pdf::scanned_pdf(&img);
-    let (st, p) = post(&s, "/api/v1/parse", "scanned.pdf", &scanned, &[]).await;
+    let (st, p) = s
+        .post_file("/api/v1/parse", "scanned.pdf", &scanned, &[])
+        .await;
     assert_eq!(st, 200, "{p}");
     assert!(
         p["content"]["cleaned_text"]
@@ -240,14 +218,14 @@ async fn images_are_read_by_ocr() {
             .contains("compressor"),
         "{p}"
     );
-    let (st, b) = post(
-        &s,
-        "/api/v1/parse",
-        "broken.png",
-        b"\x89PNG\r\n\x1a\nnot really",
-        &[],
-    )
-    .await;
+    let (st, b) = s
+        .post_file(
+            "/api/v1/parse",
+            "broken.png",
+            b"\x89PNG\r\n\x1a\nnot really",
+            &[],
+        )
+        .await;
     assert_error_body(st, &b, 400);
     s.stop().await;
 }
@@ -258,9 +236,9 @@ async fn empty_files_of_every_format_are_refused() {
     let s = TestServer::start(dir.path()).await;
     for (ext, _) in ragd::parse::EXTENSIONS {
         let name = format!("empty{ext}");
-        let (st, b) = post(&s, "/api/v1/parse", &name, b"", &[]).await;
+        let (st, b) = s.post_file("/api/v1/parse", &name, b"", &[]).await;
         assert_error_body(st, &b, 400);
-        let (st, b) = post(&s, "/api/v1/upload", &name, b"", &[]).await;
+        let (st, b) = s.post_file("/api/v1/upload", &name, b"", &[]).await;
         assert_error_body(st, &b, 400);
     }
     s.stop().await;

@@ -128,6 +128,42 @@ impl TestServer {
         (status, r.json().await.unwrap_or(Value::Null))
     }
 
+    /// POSTs a multipart form with one `file` and text fields; returns status and body.
+    pub async fn post_file(
+        &self,
+        path: &str,
+        name: &str,
+        bytes: &[u8],
+        fields: &[(&str, &str)],
+    ) -> (u16, Value) {
+        let r = self.send_file(path, name, bytes, fields).await;
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Like [`post_file`](Self::post_file), returning the raw response (for SSE).
+    pub async fn send_file(
+        &self,
+        path: &str,
+        name: &str,
+        bytes: &[u8],
+        fields: &[(&str, &str)],
+    ) -> reqwest::Response {
+        let mut form = reqwest::multipart::Form::new().part(
+            "file",
+            reqwest::multipart::Part::bytes(bytes.to_vec()).file_name(name.to_owned()),
+        );
+        for (k, v) in fields {
+            form = form.text(k.to_string(), v.to_string());
+        }
+        self.client
+            .post(self.url(path))
+            .multipart(form)
+            .send()
+            .await
+            .unwrap()
+    }
+
     /// Uploads one file through `/api/v1/upload`.
     pub async fn upload(&self, name: &str, bytes: &[u8]) -> (u16, Value) {
         let part = reqwest::multipart::Part::bytes(bytes.to_vec()).file_name(name.to_owned());
