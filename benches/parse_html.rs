@@ -7,7 +7,8 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ragd::parse::{self, Format, ParseOptions};
 
 fn fixtures() -> Vec<Vec<u8>> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/docling/tests/data/html/sources");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/fixtures/docling/tests/data/html/sources");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e} (the shared fixtures are needed)", dir.display()))
         .flatten()
@@ -15,7 +16,10 @@ fn fixtures() -> Vec<Vec<u8>> {
         .filter(|p| p.extension().is_some_and(|e| e == "html"))
         .collect();
     files.sort();
-    files.iter().map(|p| std::fs::read(p).expect("read fixture")).collect()
+    files
+        .iter()
+        .map(|p| std::fs::read(p).expect("read fixture"))
+        .collect()
 }
 
 fn bench(c: &mut Criterion) {
