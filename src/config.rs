@@ -38,6 +38,9 @@ pub struct Config {
     pub ocr_languages: String,
     /// Most files parsed at once; more wait their turn.
     pub max_concurrent_parses: usize,
+    /// Cross-encoder reranker: a folder under `models_dir`, or a path
+    /// (`RAGD_RERANKER_MODEL`); used when the folder holds a model, else reranking is off.
+    pub reranker_model: String,
     /// Let scraping reach loopback, link-local and private addresses (`SCRAPE_ALLOW_PRIVATE`).
     pub scrape_allow_private: bool,
     /// Hosts scraping may reach even on private addresses (`SCRAPE_ALLOWED_HOSTS`, comma-separated).
@@ -81,6 +84,7 @@ impl Default for Config {
             pdfium_library: None,
             ocr_languages: "eng+ara".into(),
             max_concurrent_parses: 2,
+            reranker_model: "ms-marco-MiniLM-L-6-v2".into(),
             scrape_allow_private: false,
             scrape_allowed_hosts: Vec::new(),
             max_scrape_bytes: 50 * 1024 * 1024,
@@ -111,6 +115,7 @@ pub struct Layer {
     pub pdfium_library: Option<PathBuf>,
     pub ocr_languages: Option<String>,
     pub max_concurrent_parses: Option<usize>,
+    pub reranker_model: Option<String>,
     pub scrape_allow_private: Option<bool>,
     pub scrape_allowed_hosts: Option<KeyList>,
     pub max_scrape_bytes: Option<u64>,
@@ -188,6 +193,7 @@ impl Layer {
             pdfium_library: get("RAGD_PDFIUM_LIBRARY").map(PathBuf::from),
             ocr_languages: get("RAGD_OCR_LANGUAGES"),
             max_concurrent_parses: parse("RAGD_MAX_CONCURRENT_PARSES")?.map(|v| v as usize),
+            reranker_model: get("RAGD_RERANKER_MODEL"),
             scrape_allow_private: match get("SCRAPE_ALLOW_PRIVATE")
                 .or_else(|| get("RAGD_SCRAPE_ALLOW_PRIVATE"))
                 .as_deref()
@@ -237,6 +243,7 @@ impl Config {
             log_format,
             ocr_languages,
             max_concurrent_parses,
+            reranker_model,
             scrape_allow_private,
             max_scrape_bytes,
             task_workers,
@@ -282,7 +289,16 @@ impl Config {
 
     /// The embedder's folder: `embedding_model` as a path if it is one, else under `models_dir`.
     pub fn embedding_model_dir(&self) -> PathBuf {
-        let p = Path::new(&self.embedding_model);
+        self.model_path(&self.embedding_model)
+    }
+
+    /// The reranker's folder, resolved like the embedder's.
+    pub fn reranker_model_dir(&self) -> PathBuf {
+        self.model_path(&self.reranker_model)
+    }
+
+    fn model_path(&self, name: &str) -> PathBuf {
+        let p = Path::new(name);
         if p.is_absolute() || p.components().count() > 1 {
             p.to_path_buf()
         } else {

@@ -8,6 +8,7 @@ pub mod health;
 pub mod indexes;
 pub mod ingest;
 pub mod parsing;
+pub mod query;
 pub mod scrape;
 pub mod search;
 pub mod timings;
@@ -15,6 +16,7 @@ pub mod types;
 
 use std::sync::Arc;
 
+use crate::ml::reranker::RerankHandle;
 use crate::ml::EmbedHandle;
 use crate::parse::ParseOptions;
 use crate::retrieval::{FullTextIndex, VectorIndex};
@@ -38,6 +40,8 @@ pub struct KnowledgeBase {
     fetch_policy: fetch::FetchPolicy,
     /// Time spent per ingestion stage.
     timings: timings::StageTimes,
+    /// The cross-encoder, when one is installed.
+    reranker: Option<RerankHandle>,
 }
 
 /// Everything a [`KnowledgeBase`] is built from.
@@ -49,6 +53,7 @@ pub struct KbParts {
     pub parse_defaults: ParseOptions,
     pub max_concurrent_parses: usize,
     pub fetch_policy: fetch::FetchPolicy,
+    pub reranker: Option<RerankHandle>,
 }
 
 impl KnowledgeBase {
@@ -64,7 +69,13 @@ impl KnowledgeBase {
             parse_permits: Arc::new(tokio::sync::Semaphore::new(p.max_concurrent_parses.max(1))),
             fetch_policy: p.fetch_policy,
             timings: timings::StageTimes::default(),
+            reranker: p.reranker,
         }
+    }
+
+    /// The reranker, when one is loaded.
+    pub fn reranker(&self) -> Option<&RerankHandle> {
+        self.reranker.as_ref()
     }
 
     /// Time spent per ingestion stage since start-up.

@@ -4,6 +4,7 @@
 pub mod device;
 pub mod embed_worker;
 pub mod embedder;
+pub mod reranker;
 
 pub use embed_worker::{EmbedHandle, EmbedWorkerOptions};
 pub use embedder::{BertEmbedder, TokenCounter};

@@ -3,6 +3,7 @@
 //! Nothing outside this module names usearch or tantivy.
 
 pub mod fulltext;
+pub mod fusion;
 pub mod vectors;
 
 pub use fulltext::FullTextIndex;

@@ -9,6 +9,7 @@ use crate::config::Config;
 use crate::jobs::Jobs;
 use crate::kb::fetch::FetchPolicy;
 use crate::kb::{indexes, KbParts, KnowledgeBase};
+use crate::ml::reranker::{CrossEncoder, RerankHandle};
 use crate::ml::{device, BertEmbedder, EmbedHandle, EmbedWorkerOptions};
 use crate::parse::ParseOptions;
 use crate::retrieval::{FullTextIndex, VectorIndex};
@@ -52,6 +53,7 @@ impl AppState {
                 EmbedWorkerOptions { queue_capacity: cfg.embed_queue_capacity, max_texts_per_call: cfg.embed_batch_size * 4 },
             )?;
 
+            let reranker = load_reranker(&cfg)?;
             let (vectors, vdisk) = VectorIndex::open(&cfg.data_dir, dim)?;
             let (fulltext, fdisk) = FullTextIndex::open(&cfg.data_dir)?;
             indexes::reconcile(&store, &vectors, vdisk, &fulltext, fdisk).context("reconciling indexes")?;
@@ -71,6 +73,7 @@ impl AppState {
                     allowed_hosts: cfg.scrape_allowed_hosts.clone(),
                     max_bytes: cfg.max_scrape_bytes,
                 },
+                reranker,
             }))
         })
         .await??;
@@ -97,6 +100,24 @@ impl AppState {
         self.kb.flush().await?;
         Ok(())
     }
+}
+
+/// The cross-encoder when its folder holds a model; a model that is there but cannot be
+/// loaded is a start-up error, not a silent fallback.
+fn load_reranker(cfg: &Config) -> anyhow::Result<Option<RerankHandle>> {
+    let dir = cfg.reranker_model_dir();
+    if !dir.join("model.safetensors").exists() {
+        tracing::info!(dir = %dir.display(), "no reranker model; results are not reranked");
+        return Ok(None);
+    }
+    let model = CrossEncoder::load(&dir, device::best_device())
+        .with_context(|| format!("loading the reranker from {}", dir.display()))?;
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    tracing::info!(model = %name, "reranker loaded");
+    Ok(Some(RerankHandle::spawn(model, name, 64)?))
 }
 
 async fn flush_loop(kb: Arc<KnowledgeBase>) {

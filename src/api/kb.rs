@@ -4,6 +4,7 @@ pub mod documents;
 pub mod form;
 pub mod health;
 pub mod parse;
+pub mod query;
 pub mod scrape;
 pub mod search;
 pub mod tasks;
@@ -35,6 +36,7 @@ pub fn routes(config: &Config) -> Router<AppState> {
         .route("/health/ready", get(health::ready))
         .route("/health/stats", get(health::stats))
         .route("/search", post(search::search))
+        .route("/query", post(query::query))
         .route("/documents", get(documents::list))
         .route("/documents/sources", get(documents::sources))
         .route("/documents/stats", get(documents::stats))

@@ -14,6 +14,7 @@ use super::kb;
         kb::health::ready,
         kb::health::stats,
         kb::search::search,
+        kb::query::query,
         kb::documents::list,
         kb::documents::get_one,
         kb::documents::delete_one,

@@ -46,6 +46,35 @@ impl KnowledgeBase {
         }
     }
 
+    /// The reranker: a real probe pair when one is loaded.
+    pub async fn check_reranker(&self) -> Component {
+        let (healthy, detail) = match &self.reranker {
+            None => (
+                false,
+                "no reranker model is installed; results are not reranked".to_owned(),
+            ),
+            Some(rr) => {
+                let probe = rr.score("health check".into(), vec!["a probe passage".into()]);
+                match tokio::time::timeout(EMBED_PROBE_TIMEOUT, probe).await {
+                    Ok(Ok(s)) if s.len() == 1 && s[0].is_finite() => {
+                        (true, format!("{} scored a probe pair", rr.name()))
+                    }
+                    Ok(Ok(_)) => (false, "the reranker returned no score".into()),
+                    Ok(Err(e)) => (false, e.to_string()),
+                    Err(_) => (
+                        false,
+                        format!("no answer within {}s", EMBED_PROBE_TIMEOUT.as_secs()),
+                    ),
+                }
+            }
+        };
+        Component {
+            name: "reranker".into(),
+            healthy,
+            detail,
+        }
+    }
+
     async fn check_vector_store(&self) -> Component {
         let counted = self.store.read(repo::count_chunks).await;
         let (healthy, detail) = match counted {

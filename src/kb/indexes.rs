@@ -2,6 +2,7 @@
 //! generation or size differs from the store is rebuilt from the stored chunks and
 //! embeddings (no re-embedding), so deleting or damaging either loses nothing.
 
+use super::search::searchable;
 use crate::error::Result;
 use crate::retrieval::fulltext::FtDoc;
 use crate::retrieval::{FullTextIndex, OnDisk, VectorIndex};
@@ -74,7 +75,8 @@ pub fn reconcile(
     };
     store.read_sync(|c| {
         repo::for_each_chunk(c, |key, id, text, v| {
-            batch.push((key, id.to_owned(), text.to_owned(), v));
+            // The full-text index holds the searchable (Arabic-normalised) form.
+            batch.push((key, id.to_owned(), searchable(text), v));
             if batch.len() >= BATCH {
                 flush(&mut batch)?;
             }

@@ -7,6 +7,7 @@ use std::path::Path;
 use serde_json::{json, Map};
 use sha2::{Digest, Sha256};
 
+use super::search::searchable;
 use super::timings::Stage;
 use super::{IngestionResult, KnowledgeBase};
 use crate::chunk::{self, RetrievalChunk};
@@ -321,7 +322,7 @@ impl KnowledgeBase {
             .iter()
             .zip(&p.hashes)
             .filter(|(_, h)| !have.contains_key(*h) && seen.insert((*h).clone()))
-            .map(|(c, h)| (h.clone(), c.embed_input()))
+            .map(|(c, h)| (h.clone(), searchable(&c.embed_input())))
             .unzip();
         if inputs.is_empty() {
             return Ok(HashMap::new());
@@ -356,13 +357,19 @@ impl KnowledgeBase {
                 .map(|&(k, i)| (k, rows[i].embedding.as_slice()))
                 .collect();
             vectors.apply(&diff.removed, &upsert, generation)?;
+            let texts: Vec<String> = diff
+                .upserted
+                .iter()
+                .map(|&(_, i)| searchable(&rows[i].text))
+                .collect();
             let docs: Vec<FtDoc<'_>> = diff
                 .upserted
                 .iter()
-                .map(|&(key, i)| FtDoc {
+                .zip(&texts)
+                .map(|(&(key, i), text)| FtDoc {
                     key,
                     chunk_id: &rows[i].id,
-                    text: &rows[i].text,
+                    text,
                 })
                 .collect();
             fulltext.apply(&diff.removed, &docs, generation)?;
@@ -489,7 +496,7 @@ fn prepare(
         .collect();
     let hashes = chunks
         .iter()
-        .map(|c| sha256_hex(c.embed_input().as_bytes()))
+        .map(|c| sha256_hex(searchable(&c.embed_input()).as_bytes()))
         .collect();
     let title = doc
         .title

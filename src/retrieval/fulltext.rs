@@ -7,13 +7,32 @@ use anyhow::Context as _;
 use parking_lot::Mutex;
 use tantivy::collector::TopDocs;
 use tantivy::query::QueryParser;
-use tantivy::schema::{Field, Schema, Value as _, FAST, INDEXED, STORED, STRING, TEXT};
+use tantivy::schema::{
+    Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value as _, FAST, INDEXED,
+    STORED, STRING,
+};
+use tantivy::tokenizer::{
+    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
+};
 use tantivy::{doc, Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
 use super::OnDisk;
 
 const DIR: &str = "fulltext";
 const WRITER_HEAP: usize = 32 * 1024 * 1024;
+/// Name of the text analyzer registered on the index.
+const ANALYZER: &str = "ragd_en";
+
+fn analyzer() -> TextAnalyzer {
+    let mut b = TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(RemoveLongFilter::limit(40))
+        .filter(LowerCaser)
+        .dynamic();
+    if let Some(stop) = StopWordFilter::new(Language::English) {
+        b = b.filter_dynamic(stop);
+    }
+    b.filter_dynamic(Stemmer::new(Language::English)).build()
+}
 
 struct Fields {
     key: Field,
@@ -41,7 +60,14 @@ fn schema() -> (Schema, Fields) {
     let mut b = Schema::builder();
     let key = b.add_u64_field("key", INDEXED | STORED | FAST);
     let chunk_id = b.add_text_field("chunk_id", STRING | STORED);
-    let text = b.add_text_field("text", TEXT);
+    // Lower case, English stop words dropped, Porter stemming, long tokens dropped.
+    let indexing = TextFieldIndexing::default()
+        .set_tokenizer(ANALYZER)
+        .set_index_option(IndexRecordOption::WithFreqsAndPositions);
+    let text = b.add_text_field(
+        "text",
+        TextOptions::default().set_indexing_options(indexing),
+    );
     (
         b.build(),
         Fields {
@@ -93,6 +119,7 @@ impl FullTextIndex {
 
     fn from_index(dir: PathBuf, index: Index) -> anyhow::Result<Self> {
         let (_, fields) = schema();
+        index.tokenizers().register(ANALYZER, analyzer());
         let writer = index.writer_with_num_threads(1, WRITER_HEAP)?;
         let reader = index
             .reader_builder()
@@ -166,8 +193,9 @@ impl FullTextIndex {
     /// BM25 search over chunk text: `(key, score)` best first.
     pub fn search(&self, query: &str, limit: usize) -> anyhow::Result<Vec<(u64, f32)>> {
         let searcher = self.reader.searcher();
-        let mut parser = QueryParser::for_index(&self.index, vec![self.fields.text]);
-        parser.set_conjunction_by_default();
+        // Any term may match (BM25 ranks documents with more and rarer terms first);
+        // a term with inner punctuation, like a product code, is matched as a phrase.
+        let parser = QueryParser::for_index(&self.index, vec![self.fields.text]);
         // Free text from users is not query syntax: parse leniently and keep what parses.
         let (q, _errors) = parser.parse_query_lenient(query);
         let top = searcher.search(&q, &TopDocs::with_limit(limit.max(1)))?;

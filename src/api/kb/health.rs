@@ -64,11 +64,7 @@ pub async fn ready(State(state): State<AppState>) -> Json<Ready> {
         healthy: false,
         detail: "no LLM model file is configured; answers are extractive".into(),
     });
-    components.push(Component {
-        name: "reranker".into(),
-        healthy: false,
-        detail: "no reranker model is configured; results are not reranked".into(),
-    });
+    components.push(state.kb.check_reranker().await);
     Json(Ready {
         ready,
         components,
@@ -87,7 +83,7 @@ pub async fn stats(State(state): State<AppState>) -> Result<Json<Stats>, ApiErro
         collection_name: state.config.collection_name.clone(),
         embedding_model: s.embedding_model,
         llm_model: "none".into(),
-        reranker_enabled: false,
+        reranker_enabled: state.kb.reranker().is_some(),
         api_auth_enabled: state.config.auth_enabled(),
         ingestion: state.kb.stage_times(),
         timestamp: crate::time::now_iso(),

@@ -47,6 +47,7 @@ pub async fn search(
             query: req.query,
             top_k,
             initial_k,
+            mode: Default::default(),
         })
         .await?;
     Ok(Json(out))

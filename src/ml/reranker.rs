@@ -1,0 +1,200 @@
+//! A BERT cross-encoder reranker (the ms-marco-MiniLM layout: BertForSequenceClassification
+//! safetensors + tokenizer.json + config.json): each (query, passage) pair goes through
+//! the transformer together; the pooled `[CLS]` state and the classifier give a logit,
+//! reported as a probability (sigmoid), as sentence-transformers' CrossEncoder does.
+//! The model runs on its own thread behind a bounded channel.
+
+use std::path::Path;
+use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+
+use candle_core::{DType, Device, Module, Tensor};
+use candle_nn::{linear, Linear, VarBuilder};
+use candle_transformers::models::bert::{BertModel, Config as BertConfig};
+use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
+use tokio::sync::oneshot;
+
+use super::MlError;
+
+/// Longest (query, passage) pair, in tokens.
+const MAX_PAIR_TOKENS: usize = 512;
+/// Pairs per forward pass.
+const BATCH: usize = 16;
+
+/// The loaded cross-encoder.
+pub struct CrossEncoder {
+    bert: BertModel,
+    pooler: Linear,
+    classifier: Linear,
+    tokenizer: Tokenizer,
+    device: Device,
+}
+
+impl CrossEncoder {
+    /// Loads `config.json`, `tokenizer.json` and `model.safetensors` from `dir`.
+    pub fn load(dir: &Path, device: Device) -> Result<Self, MlError> {
+        let config: BertConfig = serde_json::from_str(
+            &std::fs::read_to_string(dir.join("config.json"))
+                .map_err(|e| MlError::Load(format!("config.json: {e}")))?,
+        )
+        .map_err(|e| MlError::Load(format!("config.json: {e}")))?;
+        let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
+            .map_err(|e| MlError::Load(format!("tokenizer.json: {e}")))?;
+        tokenizer.with_padding(None);
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: MAX_PAIR_TOKENS,
+                strategy: TruncationStrategy::OnlySecond,
+                stride: 0,
+                direction: TruncationDirection::Right,
+            }))
+            .map_err(|e| MlError::Load(format!("tokenizer: {e}")))?;
+        let weights = dir.join("model.safetensors");
+        // SAFETY: the weights file is memory-mapped read-only for the model's life.
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, &device) }
+            .map_err(|e| MlError::Load(format!("{}: {e}", weights.display())))?;
+        let bert = BertModel::load(vb.pp("bert"), &config)
+            .map_err(|e| MlError::Load(format!("BERT weights: {e}")))?;
+        let hidden = config.hidden_size;
+        let pooler = linear(hidden, hidden, vb.pp("bert.pooler.dense"))
+            .map_err(|e| MlError::Load(format!("pooler: {e}")))?;
+        let classifier = linear(hidden, 1, vb.pp("classifier"))
+            .map_err(|e| MlError::Load(format!("classifier: {e}")))?;
+        Ok(Self {
+            bert,
+            pooler,
+            classifier,
+            tokenizer,
+            device,
+        })
+    }
+
+    /// Relevance of each passage to `query`, 0-1, in input order.
+    pub fn score(&self, query: &str, passages: &[String]) -> Result<Vec<f32>, MlError> {
+        let mut out = Vec::with_capacity(passages.len());
+        for group in passages.chunks(BATCH) {
+            let pairs: Vec<(String, String)> = group
+                .iter()
+                .map(|p| (query.to_owned(), p.clone()))
+                .collect();
+            let enc = self
+                .tokenizer
+                .encode_batch(pairs, true)
+                .map_err(|e| MlError::Inference(format!("tokenizer: {e}")))?;
+            let seq = enc.iter().map(|e| e.len()).max().unwrap_or(1).max(1);
+            let n = enc.len();
+            let (mut ids, mut types, mut mask) = (
+                vec![0u32; n * seq],
+                vec![0u32; n * seq],
+                vec![0u32; n * seq],
+            );
+            for (row, e) in enc.iter().enumerate() {
+                let b = row * seq;
+                ids[b..b + e.len()].copy_from_slice(e.get_ids());
+                types[b..b + e.len()].copy_from_slice(e.get_type_ids());
+                mask[b..b + e.len()].copy_from_slice(e.get_attention_mask());
+            }
+            let ids = Tensor::from_vec(ids, (n, seq), &self.device)?;
+            let types = Tensor::from_vec(types, (n, seq), &self.device)?;
+            let mask = Tensor::from_vec(mask, (n, seq), &self.device)?;
+            let hidden = self.bert.forward(&ids, &types, Some(&mask))?;
+            let cls = hidden.narrow(1, 0, 1)?.squeeze(1)?;
+            let pooled = self.pooler.forward(&cls)?.tanh()?;
+            let logits = self.classifier.forward(&pooled)?.squeeze(1)?;
+            let probs = candle_nn::ops::sigmoid(&logits)?.to_vec1::<f32>()?;
+            out.extend(probs);
+        }
+        Ok(out)
+    }
+}
+
+type Reply = Result<Vec<f32>, MlError>;
+
+struct Request {
+    query: String,
+    passages: Vec<String>,
+    reply: oneshot::Sender<Reply>,
+}
+
+/// A cheap, cloneable handle to the reranker's thread.
+#[derive(Clone)]
+pub struct RerankHandle {
+    tx: SyncSender<Request>,
+    name: String,
+}
+
+impl RerankHandle {
+    /// Moves `model` onto its own thread; at most `queue` requests wait.
+    pub fn spawn(model: CrossEncoder, name: String, queue: usize) -> std::io::Result<Self> {
+        let (tx, rx) = sync_channel::<Request>(queue.max(1));
+        std::thread::Builder::new()
+            .name("ragd-reranker".into())
+            .spawn(move || {
+                while let Ok(req) = rx.recv() {
+                    if req.reply.is_closed() {
+                        continue;
+                    }
+                    let started = std::time::Instant::now();
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        model.score(&req.query, &req.passages)
+                    }))
+                    .unwrap_or_else(|_| Err(MlError::Inference("the reranker panicked".into())));
+                    tracing::debug!(
+                        pairs = req.passages.len(),
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        "reranked"
+                    );
+                    let _ = req.reply.send(r);
+                }
+            })?;
+        Ok(Self { tx, name })
+    }
+
+    /// Scores `passages` against `query` (0-1, input order); fails fast when busy.
+    pub async fn score(&self, query: String, passages: Vec<String>) -> Reply {
+        let (reply, rx) = oneshot::channel();
+        match self.tx.try_send(Request {
+            query,
+            passages,
+            reply,
+        }) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => return Err(MlError::Overloaded),
+            Err(TrySendError::Disconnected(_)) => return Err(MlError::WorkerGone),
+        }
+        rx.await.map_err(|_| MlError::WorkerGone)?
+    }
+
+    /// The model's folder name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// Writes a cross-encoder with random weights in the real file layout (config.json,
+/// model.safetensors; the tokenizer is copied from `tokenizer_json`): for tests and
+/// benches of the real loading and inference code.
+pub fn write_random_cross_encoder(dir: &Path, tokenizer_json: &Path) -> Result<(), MlError> {
+    std::fs::create_dir_all(dir).map_err(|e| MlError::Load(e.to_string()))?;
+    let config = serde_json::json!({
+        "architectures": ["BertForSequenceClassification"], "model_type": "bert",
+        "vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+        "intermediate_size": 64, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+        "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 512, "type_vocab_size": 2,
+        "initializer_range": 0.02, "layer_norm_eps": 1e-12, "pad_token_id": 0, "num_labels": 1,
+        "position_embedding_type": "absolute"
+    });
+    std::fs::write(dir.join("config.json"), config.to_string())
+        .map_err(|e| MlError::Load(e.to_string()))?;
+    std::fs::copy(tokenizer_json, dir.join("tokenizer.json"))
+        .map_err(|e| MlError::Load(e.to_string()))?;
+    let cfg: BertConfig =
+        serde_json::from_value(config).map_err(|e| MlError::Load(e.to_string()))?;
+    let varmap = candle_nn::VarMap::new();
+    let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
+    // Loading through a VarMap creates every tensor the model asks for, randomly initialised.
+    BertModel::load(vb.pp("bert"), &cfg)?;
+    linear(32, 32, vb.pp("bert.pooler.dense"))?;
+    linear(32, 1, vb.pp("classifier"))?;
+    varmap.save(dir.join("model.safetensors"))?;
+    Ok(())
+}
