@@ -18,7 +18,7 @@ pub(crate) const MAX_PAGES: usize = 500;
 
 /// Images are scaled so their long side is about this many pixels before OCR: small
 /// scans are enlarged (tesseract reads 10-pixel glyphs badly), huge ones reduced.
-const OCR_LONG_SIDE: u32 = 3000;
+const OCR_LONG_SIDE: u32 = 2500;
 
 /// Parses an image file: every page is OCR'd (an image has no other text).
 pub fn parse(bytes: &[u8], opts: &ParseOptions) -> Result<ParsedDocument, ParseError> {

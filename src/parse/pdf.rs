@@ -1,7 +1,9 @@
 //! PDF files through pdfium: text by page in reading order, headings from font size and
 //! weight, lists, tables (`fast` from text positions, `accurate` from ruling lines),
-//! picture regions and metadata. Pages without a text layer, and every page when OCR is
-//! asked for, are rendered and read by tesseract. Pages are processed one at a time so
+//! picture regions and metadata. Pages without a text layer are rendered (about 300
+//! dpi) and read by tesseract. When OCR is asked for, every page is rendered: a page
+//! with a real text layer keeps it (it beats OCR of itself) and its pictures are read,
+//! their text going into the picture descriptions. Pages are processed one at a time so
 //! memory stays bounded however long the document is.
 
 mod blocks;
@@ -49,13 +51,25 @@ fn open_error(e: PdfiumError) -> ParseError {
         PdfiumError::PdfiumLibraryInternalError(PdfiumInternalError::FormatError) => {
             ParseError::Invalid("the file is not a valid PDF (damaged or truncated)".into())
         }
-        other => ParseError::Invalid(format!("the PDF could not be opened: {other:?}")),
+        other => {
+            tracing::debug!(error = ?other, "pdfium could not open a PDF");
+            ParseError::Invalid("the PDF could not be opened (damaged or unsupported)".into())
+        }
     }
 }
 
+/// A metadata field, unless empty or a file name that a converter left behind
+/// ("Screenshot 2025-07-29.png", "report.docx").
 fn metadata(doc: &PdfDocument, tag: PdfDocumentMetadataTagType) -> Option<String> {
     let v = doc.metadata().get(tag)?.value().trim().to_owned();
-    (!v.is_empty() && v.chars().any(char::is_alphanumeric)).then_some(v)
+    let lower = v.to_ascii_lowercase();
+    let file_name = [
+        ".png", ".jpg", ".jpeg", ".tif", ".tiff", ".pdf", ".doc", ".docx", ".ppt", ".pptx", ".xls",
+        ".xlsx", ".txt", ".html", ".htm", ".indd", ".tex", ".dvi",
+    ]
+    .iter()
+    .any(|e| lower.ends_with(e));
+    (v.chars().any(char::is_alphanumeric) && !file_name).then_some(v)
 }
 
 /// Parses the PDF in `bytes` page by page: `f` gets [`PageEvent::Opened`] with the
@@ -157,6 +171,10 @@ fn read_page(
         return blocks;
     }
     let (w, h) = raster.image.dimensions();
+    if is_blank(&raster.image) {
+        // Nothing drawn: no text to read, and OCR of white space is slow noise.
+        return text.blocks;
+    }
     let read = match ocr::recognize(&raster.image, raster.dpi, &opts.ocr_languages) {
         Ok(t) => t,
         Err(e) => {
@@ -189,6 +207,13 @@ fn read_page(
         });
     }
     blocks
+}
+
+/// Whether a rendered page is (nearly) all white.
+fn is_blank(img: &image::GrayImage) -> bool {
+    let dark = img.as_raw().iter().step_by(7).filter(|&&p| p < 160).count();
+    let sampled = img.as_raw().len().div_ceil(7).max(1);
+    dark * 2000 < sampled
 }
 
 fn crop(raster: &raster::Raster, r: &layout::Rect) -> Option<image::GrayImage> {

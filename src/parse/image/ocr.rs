@@ -83,7 +83,7 @@ pub(crate) fn recognize(img: &GrayImage, dpi: u32, languages: &str) -> Result<Oc
         return Ok(OcrText::default());
     }
     let (text, conf) = read(img, dpi, languages)?;
-    if conf >= RETRY_UPSIDE_DOWN_BELOW {
+    if conf >= RETRY_UPSIDE_DOWN_BELOW || text.trim().is_empty() {
         return Ok(OcrText {
             paragraphs: paragraphs(&text),
         });

@@ -105,7 +105,13 @@ impl Para {
     fn new(line: Line) -> Self {
         let list = list_marker(&line.text).map(|(_, keep)| keep);
         let text = match list_marker(&line.text) {
-            Some((n, false)) => line.text.trim_start()[n..].trim().to_owned(),
+            Some((n, false)) => line
+                .text
+                .trim_start()
+                .get(n..)
+                .unwrap_or_default()
+                .trim()
+                .to_owned(),
             _ => line.text.trim().to_owned(),
         };
         Self {
@@ -250,7 +256,12 @@ fn breaks(para: &Para, line: &Line, body: &Body) -> bool {
 /// model ..."): short, not a sentence fragment, followed by a capitalised sentence.
 fn run_in_heading(line: &Line, body: &Body) -> Option<String> {
     let lead = line.lead.as_deref()?.trim();
-    let rest = line.text.trim()[lead.len().min(line.text.trim().len())..].trim_start();
+    let rest = line
+        .text
+        .trim()
+        .get(lead.len()..)
+        .unwrap_or_default()
+        .trim_start();
     let words = lead.split_whitespace().count();
     let styled_apart = !(body.italic || body.bold && line.bold);
     let ok = styled_apart
@@ -283,7 +294,7 @@ pub(crate) fn blocks(pieces: Vec<Piece>, body: &Body, page: u32) -> Vec<Block> {
                         if let Some(h) = heading {
                             let lead_len = line.lead.as_deref().map_or(0, |l| l.trim().len());
                             let text = line.text.trim();
-                            line.text = text[lead_len.min(text.len())..].trim().to_owned();
+                            line.text = text.get(lead_len..).unwrap_or_default().trim().to_owned();
                             line.lead = None;
                             line.bold = false;
                             line.italic = false;

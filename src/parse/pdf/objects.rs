@@ -11,6 +11,8 @@ use super::layout::Rect;
 
 /// Objects read per page at most (including those nested in forms).
 const MAX_OBJECTS: usize = 20_000;
+/// Path segments read per page at most (each is a call into pdfium).
+const MAX_SEGMENTS: usize = 100_000;
 /// Form XObjects nest at most this deep before they are ignored.
 const MAX_NESTING: usize = 4;
 /// Pictures smaller than this (points, either side) are decoration.
@@ -40,6 +42,7 @@ struct Walk {
     page_top: f32,
     want_rules: bool,
     seen: usize,
+    segments: usize,
     out: Drawing,
 }
 
@@ -49,6 +52,7 @@ pub(crate) fn drawing(page: &PdfPage, want_rules: bool) -> Drawing {
         page_top: page.height().value,
         want_rules,
         seen: 0,
+        segments: 0,
         out: Drawing::default(),
     };
     for obj in page.objects().iter() {
@@ -113,6 +117,10 @@ impl Walk {
                     let mut prev: Option<(f32, f32)> = None;
                     let mut start: Option<(f32, f32)> = None;
                     for seg in path.segments().transform(m).iter().take(4_000) {
+                        self.segments += 1;
+                        if self.segments > MAX_SEGMENTS {
+                            break;
+                        }
                         let p = (seg.x().value, self.page_top - seg.y().value);
                         match seg.segment_type() {
                             PdfPathSegmentType::MoveTo => {
