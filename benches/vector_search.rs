@@ -1,0 +1,59 @@
+//! Vector search latency (top-10, one query at a time) on 10,000 and 100,000 random
+//! normalised 384-d vectors in ragd's usearch index, as `../shared/reference/peers.md`
+//! measured other engines; the build rate (vectors/s) is printed once per size.
+
+use std::time::Instant;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use ragd::retrieval::VectorIndex;
+
+const DIM: usize = 384;
+
+/// Deterministic pseudo-random unit vectors.
+fn vectors(n: usize, seed: u64) -> Vec<Vec<f32>> {
+    let mut x = seed.wrapping_mul(0x9e3779b97f4a7c15) | 1;
+    (0..n)
+        .map(|_| {
+            let v: Vec<f32> = (0..DIM)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    (x >> 11) as f32 / (1u64 << 53) as f32 - 0.5
+                })
+                .collect();
+            let n = v.iter().map(|a| a * a).sum::<f32>().sqrt();
+            v.into_iter().map(|a| a / n).collect()
+        })
+        .collect()
+}
+
+fn bench(c: &mut Criterion) {
+    let mut group = c.benchmark_group("vector_search_top10");
+    // `cargo test` runs benches once as a check: a small index is enough there.
+    let sizes: &[usize] = if std::env::args().any(|a| a == "--bench") { &[10_000, 100_000] } else { &[1_000] };
+    for &n in sizes {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (index, _) = VectorIndex::open(dir.path(), DIM).expect("index");
+        let data = vectors(n, 7);
+        let started = Instant::now();
+        for (chunk_no, chunk) in data.chunks(1000).enumerate() {
+            let items: Vec<(u64, &[f32])> =
+                chunk.iter().enumerate().map(|(i, v)| ((chunk_no * 1000 + i) as u64, v.as_slice())).collect();
+            index.apply(&[], &items, 1).expect("insert");
+        }
+        eprintln!("built {n} vectors in {:.1}s ({:.0} vectors/s)", started.elapsed().as_secs_f64(), n as f64 / started.elapsed().as_secs_f64());
+        let queries = vectors(256, 99);
+        let mut i = 0;
+        group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+            b.iter(|| {
+                i = (i + 1) % queries.len();
+                index.search(&queries[i], 10).expect("search")
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
