@@ -4,10 +4,12 @@
 pub mod device;
 pub mod embed_worker;
 pub mod embedder;
+pub mod llm;
 pub mod reranker;
 
 pub use embed_worker::{EmbedHandle, EmbedWorkerOptions};
 pub use embedder::{BertEmbedder, TokenCounter};
+pub use llm::{LlmEngine, LlmHandle, LlmWorkerOptions};
 
 use thiserror::Error;
 
@@ -21,7 +23,7 @@ pub enum MlError {
     #[error("inference failed: {0}")]
     Inference(String),
     /// The model's request queue is full.
-    #[error("the embedding queue is full; retry shortly")]
+    #[error("the model's request queue is full; retry shortly")]
     Overloaded,
     /// The model's worker thread has stopped.
     #[error("the model worker has stopped")]

@@ -1,0 +1,182 @@
+//! Loads a quantized GGUF with candle: the architecture decides which of candle's
+//! quantized model implementations reads the weights; the metadata gives the context
+//! window and the model's name.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::BufReader;
+use std::path::Path;
+
+use candle_core::quantized::gguf_file::{Content, Value};
+use candle_core::{Device, Tensor};
+use candle_transformers::models::{quantized_llama, quantized_phi3, quantized_qwen2};
+
+use super::MlError;
+
+/// The model families ragd runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arch {
+    /// `llama` (Llama 2/3, Mistral, TinyLlama and other Llama-shaped models).
+    Llama,
+    /// `qwen2` (Qwen2, Qwen2.5).
+    Qwen2,
+    /// `phi3` (Phi-3, Phi-3.5 mini).
+    Phi3,
+}
+
+impl Arch {
+    /// The `general.architecture` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Arch::Llama => "llama",
+            Arch::Qwen2 => "qwen2",
+            Arch::Phi3 => "phi3",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "llama" => Some(Arch::Llama),
+            "qwen2" => Some(Arch::Qwen2),
+            "phi3" => Some(Arch::Phi3),
+            _ => None,
+        }
+    }
+}
+
+/// What the rest of ragd needs to know about a loaded model.
+#[derive(Debug, Clone)]
+pub struct ModelInfo {
+    /// `general.name`, else the file's stem.
+    pub name: String,
+    /// The family.
+    pub arch: Arch,
+    /// Tokens the model can attend to (prompt and answer together).
+    pub context_length: usize,
+}
+
+/// The weights of one of the supported families.
+pub(super) enum Weights {
+    Llama(quantized_llama::ModelWeights),
+    Qwen2(quantized_qwen2::ModelWeights),
+    Phi3(quantized_phi3::ModelWeights),
+}
+
+impl Weights {
+    /// Runs `input` (shape `[1, n]`) from position `pos`; returns the last position's
+    /// logits. Position 0 starts a new sequence (the KV cache is reset).
+    pub(super) fn forward(&mut self, input: &Tensor, pos: usize) -> candle_core::Result<Tensor> {
+        match self {
+            Weights::Llama(m) => m.forward(input, pos),
+            Weights::Qwen2(m) => m.forward(input, pos),
+            Weights::Phi3(m) => m.forward(input, pos),
+        }
+    }
+}
+
+/// A GGUF file's header, read once for the model and the tokenizer.
+pub(super) struct GgufFile {
+    pub(super) content: Content,
+    reader: BufReader<File>,
+    pub(super) arch: Arch,
+}
+
+impl GgufFile {
+    /// Reads the header of `path`; fails with [`MlError::Load`] for a file that is not a
+    /// GGUF or whose architecture ragd does not run.
+    pub(super) fn open(path: &Path) -> Result<Self, MlError> {
+        let file = File::open(path)
+            .map_err(|e| MlError::Load(format!("cannot open {}: {e}", path.display())))?;
+        let mut reader = BufReader::new(file);
+        let content = Content::read(&mut reader).map_err(|e| {
+            MlError::Load(format!("{} is not a readable GGUF: {e}", path.display()))
+        })?;
+        let arch_name = md_str(&content.metadata, "general.architecture").ok_or_else(|| {
+            MlError::Load(format!("{} has no general.architecture", path.display()))
+        })?;
+        let arch = Arch::parse(arch_name).ok_or_else(|| {
+            MlError::Load(format!(
+                "{}: architecture {arch_name:?} is not supported (llama, qwen2, phi3 are)",
+                path.display()
+            ))
+        })?;
+        Ok(Self {
+            content,
+            reader,
+            arch,
+        })
+    }
+
+    /// The model's name and window.
+    pub(super) fn info(&self, path: &Path) -> ModelInfo {
+        let md = &self.content.metadata;
+        let name = md_str(md, "general.name")
+            .map(str::to_owned)
+            .or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "llm".to_owned());
+        let declared = md_u64(md, &format!("{}.context_length", self.arch.as_str()))
+            .map(|v| v as usize)
+            .unwrap_or(2048);
+        // candle's Llama precomputes rotary tables for MAX_SEQ_LEN positions only.
+        let context_length = match self.arch {
+            Arch::Llama => declared.min(quantized_llama::MAX_SEQ_LEN),
+            Arch::Qwen2 | Arch::Phi3 => declared,
+        };
+        ModelInfo {
+            name,
+            arch: self.arch,
+            context_length,
+        }
+    }
+
+    /// Reads the weights onto `device`.
+    pub(super) fn load_weights(self, device: &Device) -> Result<Weights, MlError> {
+        let GgufFile {
+            content,
+            mut reader,
+            arch,
+        } = self;
+        let loaded = match arch {
+            Arch::Llama => quantized_llama::ModelWeights::from_gguf(content, &mut reader, device)
+                .map(Weights::Llama),
+            Arch::Qwen2 => quantized_qwen2::ModelWeights::from_gguf(content, &mut reader, device)
+                .map(Weights::Qwen2),
+            Arch::Phi3 => {
+                quantized_phi3::ModelWeights::from_gguf(false, content, &mut reader, device)
+                    .map(Weights::Phi3)
+            }
+        };
+        loaded.map_err(|e| MlError::Load(format!("{} weights: {e}", arch.as_str())))
+    }
+}
+
+/// A string value of the metadata.
+pub(super) fn md_str<'a>(md: &'a HashMap<String, Value>, key: &str) -> Option<&'a str> {
+    match md.get(key) {
+        Some(Value::String(s)) => Some(s.as_str()),
+        _ => None,
+    }
+}
+
+/// An integer value of the metadata, whatever its width.
+pub(super) fn md_u64(md: &HashMap<String, Value>, key: &str) -> Option<u64> {
+    match md.get(key)? {
+        Value::U8(v) => Some(u64::from(*v)),
+        Value::U16(v) => Some(u64::from(*v)),
+        Value::U32(v) => Some(u64::from(*v)),
+        Value::U64(v) => Some(*v),
+        Value::I8(v) => u64::try_from(*v).ok(),
+        Value::I16(v) => u64::try_from(*v).ok(),
+        Value::I32(v) => u64::try_from(*v).ok(),
+        Value::I64(v) => u64::try_from(*v).ok(),
+        _ => None,
+    }
+}
+
+/// A boolean value of the metadata.
+pub(super) fn md_bool(md: &HashMap<String, Value>, key: &str) -> Option<bool> {
+    match md.get(key) {
+        Some(Value::Bool(b)) => Some(*b),
+        _ => None,
+    }
+}

@@ -1,0 +1,260 @@
+//! Chat templates of the supported families, written out in Rust rather than run from the
+//! GGUF's Jinja text: the family is recognised from markers in `tokenizer.chat_template`,
+//! else from the architecture and the vocabulary.
+
+use std::collections::HashMap;
+
+use candle_core::quantized::gguf_file::Value;
+
+use super::model::{md_str, Arch};
+use super::{ChatMessage, Role};
+
+/// The chat formats ragd writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChatTemplate {
+    /// `<|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|>` (Llama 3).
+    Llama3,
+    /// `[INST] <<SYS>>..<</SYS>> user [/INST] answer </s><s>[INST] ..` (Llama 2, Mistral).
+    Llama2,
+    /// `<|im_start|>role\ncontent<|im_end|>\n` (Qwen2, ChatML models).
+    ChatMl,
+    /// `<|user|>\ncontent<|end|>\n` (Phi-3).
+    Phi3,
+}
+
+/// One piece of a rendered prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Part {
+    /// A control token, by its text.
+    Special(&'static str),
+    /// The model's beginning-of-sequence token.
+    Bos,
+    /// The model's end-of-sequence token.
+    Eos,
+    /// Plain text (control tokens in it are not recognised).
+    Text(String),
+}
+
+impl ChatTemplate {
+    /// The template for a model: markers in its Jinja template first, then its family.
+    pub fn detect(
+        md: &HashMap<String, Value>,
+        arch: Arch,
+        has_token: impl Fn(&str) -> bool,
+    ) -> Self {
+        if let Some(jinja) = md_str(md, "tokenizer.chat_template") {
+            if jinja.contains("<|start_header_id|>") {
+                return ChatTemplate::Llama3;
+            }
+            if jinja.contains("<|im_start|>") {
+                return ChatTemplate::ChatMl;
+            }
+            if jinja.contains("<|user|>") && jinja.contains("<|end|>") {
+                return ChatTemplate::Phi3;
+            }
+            if jinja.contains("[INST]") {
+                return ChatTemplate::Llama2;
+            }
+        }
+        match arch {
+            Arch::Qwen2 => ChatTemplate::ChatMl,
+            Arch::Phi3 => ChatTemplate::Phi3,
+            Arch::Llama if has_token("<|start_header_id|>") => ChatTemplate::Llama3,
+            Arch::Llama if has_token("<|im_start|>") => ChatTemplate::ChatMl,
+            Arch::Llama => ChatTemplate::Llama2,
+        }
+    }
+
+    /// Control tokens that end the assistant's turn (besides the model's EOS).
+    pub fn end_tokens(self) -> &'static [&'static str] {
+        match self {
+            ChatTemplate::Llama3 => &["<|eot_id|>", "<|end_of_text|>"],
+            ChatTemplate::Llama2 => &[],
+            ChatTemplate::ChatMl => &["<|im_end|>", "<|endoftext|>"],
+            ChatTemplate::Phi3 => &["<|end|>", "<|endoftext|>"],
+        }
+    }
+
+    /// The prompt for `messages`, ending where the assistant's answer begins. The BOS token
+    /// at the very start is not included (the tokenizer adds it when the model wants it).
+    pub(super) fn render(self, messages: &[ChatMessage]) -> Vec<Part> {
+        let mut out = Vec::new();
+        match self {
+            ChatTemplate::ChatMl => {
+                for m in messages {
+                    out.push(Part::Special("<|im_start|>"));
+                    out.push(Part::Text(format!("{}\n{}", m.role.as_str(), m.content)));
+                    out.push(Part::Special("<|im_end|>"));
+                    out.push(Part::Text("\n".into()));
+                }
+                out.push(Part::Special("<|im_start|>"));
+                out.push(Part::Text("assistant\n".into()));
+            }
+            ChatTemplate::Llama3 => {
+                let header = |out: &mut Vec<Part>, role: &str| {
+                    out.push(Part::Special("<|start_header_id|>"));
+                    out.push(Part::Text(role.to_owned()));
+                    out.push(Part::Special("<|end_header_id|>"));
+                };
+                for m in messages {
+                    let role = if m.role == Role::Tool {
+                        "ipython"
+                    } else {
+                        m.role.as_str()
+                    };
+                    header(&mut out, role);
+                    out.push(Part::Text(format!("\n\n{}", m.content.trim())));
+                    out.push(Part::Special("<|eot_id|>"));
+                }
+                header(&mut out, "assistant");
+                out.push(Part::Text("\n\n".into()));
+            }
+            ChatTemplate::Phi3 => {
+                for m in messages {
+                    out.push(Part::Special(match m.role {
+                        Role::System => "<|system|>",
+                        Role::User | Role::Tool => "<|user|>",
+                        Role::Assistant => "<|assistant|>",
+                    }));
+                    out.push(Part::Text(format!("\n{}", m.content)));
+                    out.push(Part::Special("<|end|>"));
+                    out.push(Part::Text("\n".into()));
+                }
+                out.push(Part::Special("<|assistant|>"));
+                out.push(Part::Text("\n".into()));
+            }
+            ChatTemplate::Llama2 => render_llama2(messages, &mut out),
+        }
+        out
+    }
+}
+
+/// Llama 2 folds the system prompt into the first user turn; each answered turn is closed
+/// with EOS and the next opened with BOS.
+fn render_llama2(messages: &[ChatMessage], out: &mut Vec<Part>) {
+    let system: Vec<&str> = messages
+        .iter()
+        .filter(|m| m.role == Role::System)
+        .map(|m| m.content.as_str())
+        .collect();
+    let mut system = (!system.is_empty()).then(|| system.join("\n"));
+    let mut first = true;
+    for m in messages.iter().filter(|m| m.role != Role::System) {
+        match m.role {
+            Role::Assistant => {
+                out.push(Part::Text(format!(" {} ", m.content.trim())));
+                out.push(Part::Eos);
+            }
+            _ => {
+                if !first {
+                    out.push(Part::Bos);
+                }
+                let sys = system
+                    .take()
+                    .map(|s| format!("<<SYS>>\n{s}\n<</SYS>>\n\n"))
+                    .unwrap_or_default();
+                out.push(Part::Text(format!(
+                    "[INST] {sys}{} [/INST]",
+                    m.content.trim()
+                )));
+            }
+        }
+        first = false;
+    }
+    if first {
+        // Only a system prompt: it still opens an instruction.
+        let sys = system
+            .map(|s| format!("<<SYS>>\n{s}\n<</SYS>>\n\n"))
+            .unwrap_or_default();
+        out.push(Part::Text(format!("[INST] {sys} [/INST]")));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(parts: &[Part]) -> String {
+        parts
+            .iter()
+            .map(|p| match p {
+                Part::Special(s) => (*s).to_owned(),
+                Part::Bos => "<s>".into(),
+                Part::Eos => "</s>".into(),
+                Part::Text(t) => t.clone(),
+            })
+            .collect()
+    }
+
+    fn chat() -> Vec<ChatMessage> {
+        vec![
+            ChatMessage::new(Role::System, "Be brief."),
+            ChatMessage::new(Role::User, "Hi"),
+            ChatMessage::new(Role::Assistant, "Hello"),
+            ChatMessage::new(Role::User, "Why?"),
+        ]
+    }
+
+    #[test]
+    fn chatml_matches_qwen() {
+        assert_eq!(
+            text(&ChatTemplate::ChatMl.render(&chat())),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n\
+             <|im_start|>assistant\nHello<|im_end|>\n<|im_start|>user\nWhy?<|im_end|>\n\
+             <|im_start|>assistant\n"
+        );
+    }
+
+    #[test]
+    fn llama3_headers() {
+        let t = text(&ChatTemplate::Llama3.render(&chat()[..2]));
+        assert_eq!(
+            t,
+            "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>\
+             <|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>\
+             <|start_header_id|>assistant<|end_header_id|>\n\n"
+        );
+    }
+
+    #[test]
+    fn llama2_folds_system_into_first_turn() {
+        assert_eq!(
+            text(&ChatTemplate::Llama2.render(&chat())),
+            "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST] Hello </s><s>[INST] Why? [/INST]"
+        );
+    }
+
+    #[test]
+    fn phi3_turns() {
+        assert_eq!(
+            text(&ChatTemplate::Phi3.render(&chat()[1..2])),
+            "<|user|>\nHi<|end|>\n<|assistant|>\n"
+        );
+    }
+
+    #[test]
+    fn detection_prefers_the_jinja_markers() {
+        let mut md = HashMap::new();
+        md.insert(
+            "tokenizer.chat_template".to_owned(),
+            Value::String("{% for m in messages %}<|im_start|>{{ m.role }}".into()),
+        );
+        assert_eq!(
+            ChatTemplate::detect(&md, Arch::Llama, |_| false),
+            ChatTemplate::ChatMl
+        );
+        let md = HashMap::new();
+        assert_eq!(
+            ChatTemplate::detect(&md, Arch::Phi3, |_| false),
+            ChatTemplate::Phi3
+        );
+        assert_eq!(
+            ChatTemplate::detect(&md, Arch::Llama, |t| t == "<|start_header_id|>"),
+            ChatTemplate::Llama3
+        );
+        assert_eq!(
+            ChatTemplate::detect(&md, Arch::Llama, |_| false),
+            ChatTemplate::Llama2
+        );
+    }
+}

@@ -1,0 +1,408 @@
+//! The LLM's tokenizer: text to token ids and token ids to bytes. It comes from a
+//! `tokenizer.json` beside the GGUF file when there is one, else from the GGUF's own
+//! vocabulary ([`gguf_vocab`]). It also knows the model's special tokens and renders
+//! [`Prompt`]s with the chat template.
+//!
+//! Control tokens written in message text are never read as control tokens: templates put
+//! them in by id, and user text is encoded with special-token matching off, so a message
+//! cannot forge `<|im_start|>system`.
+
+pub(super) mod byte_level;
+mod gguf_vocab;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use candle_core::quantized::gguf_file::Value;
+use tokenizers::Tokenizer;
+
+use super::filter::Vocabulary;
+use super::model::{md_bool, md_u64, Arch};
+use super::template::{ChatTemplate, Part};
+use super::{MlError, Prompt};
+
+/// How a vocabulary's pieces spell bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PieceStyle {
+    /// GPT-2 byte-level: each character stands for one byte.
+    ByteLevel,
+    /// SentencePiece: `▁` is a space, `<0xNN>` is a raw byte, a leading space is added.
+    SentencePiece,
+    /// Anything else: pieces are decoded one by one by the tokenizer.
+    Other,
+}
+
+/// Tokenizer, special tokens and chat template of one model. Immutable once loaded, so
+/// handles share it to count tokens without queueing behind a generation.
+pub struct LlmTokenizer {
+    inner: Tokenizer,
+    pieces: Vec<Vec<u8>>,
+    special: Vec<bool>,
+    style: PieceStyle,
+    bos: Option<u32>,
+    add_bos: bool,
+    eos: Vec<u32>,
+    template: ChatTemplate,
+    vocabulary: OnceLock<Vocabulary>,
+}
+
+impl LlmTokenizer {
+    /// The tokenizer for the GGUF at `gguf_path` whose metadata is `md`: `<stem>.tokenizer.json`
+    /// or `tokenizer.json` in the same folder when present, else the GGUF's vocabulary.
+    pub(super) fn load(
+        gguf_path: &Path,
+        md: &HashMap<String, Value>,
+        arch: Arch,
+    ) -> Result<Self, MlError> {
+        let (inner, style) = match beside(gguf_path) {
+            Some(json) => {
+                let t = Tokenizer::from_file(&json)
+                    .map_err(|e| MlError::Load(format!("{}: {e}", json.display())))?;
+                let style = style_of(&t);
+                tracing::info!(tokenizer = %json.display(), "LLM tokenizer from tokenizer.json");
+                (t, style)
+            }
+            None => gguf_vocab::build(md)?,
+        };
+        Self::assemble(inner, style, md, arch)
+    }
+
+    fn assemble(
+        mut inner: Tokenizer,
+        style: PieceStyle,
+        md: &HashMap<String, Value>,
+        arch: Arch,
+    ) -> Result<Self, MlError> {
+        inner.set_encode_special_tokens(true);
+        let n = inner.get_vocab_size(true);
+        let added = inner.get_added_tokens_decoder();
+        let byte_decoder = byte_level::decoder();
+        let mut pieces = Vec::with_capacity(n);
+        let mut special = Vec::with_capacity(n);
+        for id in 0..n as u32 {
+            let is_special = added.get(&id).is_some_and(|t| t.special);
+            let token = inner.id_to_token(id).unwrap_or_default();
+            let bytes = if is_special {
+                token.clone().into_bytes()
+            } else {
+                match style {
+                    PieceStyle::ByteLevel if !added.contains_key(&id) => token
+                        .chars()
+                        .map(|c| byte_decoder.get(&c).copied())
+                        .collect::<Option<Vec<u8>>>()
+                        .unwrap_or_else(|| token.clone().into_bytes()),
+                    PieceStyle::SentencePiece => sentencepiece_bytes(&token),
+                    _ => inner.decode(&[id], false).unwrap_or_default().into_bytes(),
+                }
+            };
+            pieces.push(bytes);
+            special.push(is_special);
+        }
+        let id_of = |key: &str| {
+            md_u64(md, key)
+                .map(|v| v as u32)
+                .filter(|&v| (v as usize) < n)
+        };
+        let bos = id_of("tokenizer.ggml.bos_token_id");
+        let add_bos = md_bool(md, "tokenizer.ggml.add_bos_token")
+            .unwrap_or(style == PieceStyle::SentencePiece)
+            && bos.is_some();
+        let template = ChatTemplate::detect(md, arch, |t| inner.token_to_id(t).is_some());
+        let mut eos: Vec<u32> = ["tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"]
+            .iter()
+            .filter_map(|k| id_of(k))
+            .collect();
+        eos.extend(
+            template
+                .end_tokens()
+                .iter()
+                .filter_map(|t| inner.token_to_id(t)),
+        );
+        eos.sort_unstable();
+        eos.dedup();
+        if eos.is_empty() {
+            tracing::warn!("the LLM has no end-of-sequence token; generation ends only at max_tokens or a stop sequence");
+        }
+        Ok(Self {
+            inner,
+            pieces,
+            special,
+            style,
+            bos,
+            add_bos,
+            eos,
+            template,
+            vocabulary: OnceLock::new(),
+        })
+    }
+
+    /// Token ids of `text`, control tokens not recognised.
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, MlError> {
+        self.inner
+            .encode(text, false)
+            .map(|e| e.get_ids().to_vec())
+            .map_err(|e| MlError::Inference(format!("tokenizer: {e}")))
+    }
+
+    /// Tokens in `text` (as [`encode`](Self::encode) counts them).
+    pub fn count_tokens(&self, text: &str) -> usize {
+        // A tokenizer failure counts as "too long", so callers trim rather than overflow.
+        self.encode(text).map(|ids| ids.len()).unwrap_or(usize::MAX)
+    }
+
+    /// The ids the model sees for `prompt`: BOS when the model wants one, then the chat
+    /// template (for chats), the text, or the ids as given.
+    pub fn encode_prompt(&self, prompt: &Prompt) -> Result<Vec<u32>, MlError> {
+        let mut ids = Vec::new();
+        if self.add_bos && !matches!(prompt, Prompt::Tokens(_)) {
+            ids.extend(self.bos);
+        }
+        match prompt {
+            Prompt::Tokens(t) => ids.extend_from_slice(t),
+            Prompt::Text(text) => ids.extend(self.encode(text)?),
+            Prompt::Chat(messages) => {
+                for part in self.template.render(messages) {
+                    match part {
+                        Part::Special(name) => match self.inner.token_to_id(name) {
+                            Some(id) => ids.push(id),
+                            // A template marker the vocabulary lacks is spelled out as text.
+                            None => ids.extend(self.encode(name)?),
+                        },
+                        Part::Bos => ids.extend(self.bos),
+                        Part::Eos => ids.extend(self.eos.first()),
+                        Part::Text(text) => ids.extend(self.encode(&text)?),
+                    }
+                }
+            }
+        }
+        Ok(ids)
+    }
+
+    /// The text of `ids`, control tokens left out; bytes that are not UTF-8 become U+FFFD.
+    pub fn decode(&self, ids: &[u32]) -> String {
+        let mut bytes = Vec::new();
+        for &id in ids {
+            if !self.is_special(id) {
+                bytes.extend_from_slice(self.piece_bytes(id));
+            }
+        }
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        match (self.strips_leading_space(), text.strip_prefix(' ')) {
+            (true, Some(rest)) => rest.to_owned(),
+            _ => text,
+        }
+    }
+
+    /// The bytes token `id` stands for (a control token's own name; empty when unknown).
+    pub fn piece_bytes(&self, id: u32) -> &[u8] {
+        self.pieces
+            .get(id as usize)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+    }
+
+    /// Whether `id` is a control token (never shown as text).
+    pub fn is_special(&self, id: u32) -> bool {
+        self.special.get(id as usize).copied().unwrap_or(false)
+    }
+
+    /// Whether `id` ends a generation.
+    pub fn is_eos(&self, id: u32) -> bool {
+        self.eos.contains(&id)
+    }
+
+    /// The end-of-sequence ids.
+    pub fn eos_ids(&self) -> &[u32] {
+        &self.eos
+    }
+
+    /// Tokens in the vocabulary, added tokens included.
+    pub fn vocab_size(&self) -> usize {
+        self.pieces.len()
+    }
+
+    /// How pieces spell bytes.
+    pub fn style(&self) -> PieceStyle {
+        self.style
+    }
+
+    /// The chat template in use.
+    pub fn template(&self) -> ChatTemplate {
+        self.template
+    }
+
+    /// Whether the first space of a generation is dropped (SentencePiece adds one).
+    pub(super) fn strips_leading_space(&self) -> bool {
+        self.style == PieceStyle::SentencePiece
+    }
+
+    /// The text of every token, for [`TokenFilter`](super::TokenFilter)s; built once.
+    pub fn vocabulary(&self) -> &Vocabulary {
+        self.vocabulary.get_or_init(|| {
+            let texts = self
+                .pieces
+                .iter()
+                .zip(&self.special)
+                .map(|(p, &s)| {
+                    if s {
+                        String::new()
+                    } else {
+                        String::from_utf8_lossy(p).into_owned()
+                    }
+                })
+                .collect();
+            Vocabulary::new(texts, self.special.clone(), self.eos.clone())
+        })
+    }
+}
+
+/// `<stem>.tokenizer.json`, else `tokenizer.json`, beside the GGUF.
+fn beside(gguf: &Path) -> Option<PathBuf> {
+    let dir = gguf.parent()?;
+    let stem = gguf.file_stem()?.to_string_lossy();
+    [
+        dir.join(format!("{stem}.tokenizer.json")),
+        dir.join("tokenizer.json"),
+    ]
+    .into_iter()
+    .find(|p| p.is_file())
+}
+
+/// Guesses how a `tokenizer.json`'s pieces spell bytes from its decoder.
+fn style_of(t: &Tokenizer) -> PieceStyle {
+    let decoder = t
+        .get_decoder()
+        .and_then(|d| serde_json::to_string(d).ok())
+        .unwrap_or_default();
+    if decoder.contains("ByteLevel") {
+        PieceStyle::ByteLevel
+    } else if decoder.contains("ByteFallback")
+        || decoder.contains("Metaspace")
+        || decoder.contains('▁')
+    {
+        PieceStyle::SentencePiece
+    } else {
+        PieceStyle::Other
+    }
+}
+
+/// `<0xNN>` is byte NN; otherwise `▁` is a space.
+fn sentencepiece_bytes(piece: &str) -> Vec<u8> {
+    if piece.len() == 6 && piece.starts_with("<0x") && piece.ends_with('>') {
+        if let Ok(b) = u8::from_str_radix(&piece[3..5], 16) {
+            return vec![b];
+        }
+    }
+    piece.replace('▁', " ").into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ml::llm::model::GgufFile;
+    use crate::ml::llm::tiny::write_tiny_gguf;
+    use crate::ml::llm::{ChatMessage, Role};
+
+    fn tiny(arch: Arch) -> LlmTokenizer {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.gguf");
+        write_tiny_gguf(&path, arch).unwrap();
+        let file = GgufFile::open(&path).unwrap();
+        LlmTokenizer::load(&path, &file.content.metadata, arch).unwrap()
+    }
+
+    const SAMPLES: [&str; 5] = [
+        "hello world",
+        "the data base is it",
+        "Unknown WORDS, 123!",
+        "مرحبا بالعالم é 😀",
+        "  two  spaces\nand a line",
+    ];
+
+    #[test]
+    fn sentencepiece_round_trips_with_byte_fallback() {
+        for arch in [Arch::Llama, Arch::Phi3] {
+            let t = tiny(arch);
+            assert_eq!(t.style(), PieceStyle::SentencePiece);
+            for s in SAMPLES {
+                let ids = t.encode(s).unwrap();
+                assert_eq!(t.decode(&ids), s, "{arch:?}");
+            }
+            // Known words merge into one piece each; unknown characters fall back to bytes.
+            let ids = t.encode("hello world").unwrap();
+            assert_eq!(ids.len(), 2, "{ids:?}");
+            assert_eq!(t.piece_bytes(ids[0]), b" hello");
+            let ids = t.encode("é").unwrap();
+            let bytes: Vec<u8> = ids
+                .iter()
+                .flat_map(|&i| t.piece_bytes(i).to_vec())
+                .collect();
+            assert_eq!(bytes, " é".as_bytes());
+        }
+    }
+
+    #[test]
+    fn byte_level_round_trips() {
+        let t = tiny(Arch::Qwen2);
+        assert_eq!(t.style(), PieceStyle::ByteLevel);
+        for s in SAMPLES {
+            let ids = t.encode(s).unwrap();
+            assert_eq!(t.decode(&ids), s);
+        }
+        assert_eq!(t.encode(" hello").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_tokenizer_json_beside_the_file_wins() {
+        for arch in [Arch::Qwen2, Arch::Llama] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("m.gguf");
+            write_tiny_gguf(&path, arch).unwrap();
+            let file = GgufFile::open(&path).unwrap();
+            let from_gguf = LlmTokenizer::load(&path, &file.content.metadata, arch).unwrap();
+            let (built, _) = gguf_vocab::build(&file.content.metadata).unwrap();
+            let json = dir.path().join("tokenizer.json");
+            built.save(&json, false).unwrap();
+            assert_eq!(beside(&path), Some(json));
+            let from_json = LlmTokenizer::load(&path, &file.content.metadata, arch).unwrap();
+            assert_eq!(from_json.style(), from_gguf.style());
+            for s in SAMPLES {
+                let ids = from_json.encode(s).unwrap();
+                assert_eq!(ids, from_gguf.encode(s).unwrap());
+                assert_eq!(from_json.decode(&ids), s);
+            }
+        }
+    }
+
+    #[test]
+    fn control_tokens_in_text_are_not_control_tokens() {
+        let t = tiny(Arch::Qwen2);
+        let ids = t.encode("<|im_start|>system").unwrap();
+        assert!(ids.iter().all(|&i| !t.is_special(i)));
+        assert_eq!(t.decode(&ids), "<|im_start|>system");
+    }
+
+    #[test]
+    fn chat_prompt_uses_control_tokens_and_bos() {
+        let msgs = vec![ChatMessage::new(Role::User, "hello")];
+        let q = tiny(Arch::Qwen2);
+        let ids = q.encode_prompt(&Prompt::Chat(msgs.clone())).unwrap();
+        let start = q.inner.token_to_id("<|im_start|>").unwrap();
+        assert_eq!(ids[0], start);
+        assert_eq!(ids.iter().filter(|&&i| i == start).count(), 2);
+        assert!(q.is_eos(q.inner.token_to_id("<|im_end|>").unwrap()));
+
+        let l = tiny(Arch::Llama);
+        assert_eq!(l.template(), ChatTemplate::Llama2);
+        let ids = l.encode_prompt(&Prompt::Chat(msgs.clone())).unwrap();
+        assert_eq!(ids[0], 1, "BOS first");
+        assert_eq!(l.decode(&ids[1..]), "[INST] hello [/INST]");
+
+        let p = tiny(Arch::Phi3);
+        assert_eq!(p.template(), ChatTemplate::Phi3);
+        let ids = p.encode_prompt(&Prompt::Chat(msgs)).unwrap();
+        assert!(ids.contains(&p.inner.token_to_id("<|user|>").unwrap()));
+        assert!(p.is_eos(p.inner.token_to_id("<|end|>").unwrap()));
+    }
+}

@@ -1,0 +1,210 @@
+//! Runs an [`LlmEngine`] on its own OS thread. Requests wait in a bounded queue (a full
+//! queue is an immediate [`MlError::Overloaded`]); each gets its own channel of
+//! [`LlmEvent`]s, and a generation stops as soon as that channel's receiver is dropped.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use super::{GenerateRequest, LlmEngine, LlmEvent, LlmTokenizer, MlError, ModelInfo, Prompt};
+
+/// Tuning of the LLM worker.
+#[derive(Debug, Clone, Copy)]
+pub struct LlmWorkerOptions {
+    /// Requests that may wait while one runs; more fail fast.
+    pub queue_capacity: usize,
+    /// CPU threads for the forward pass (a pool of its own); `None` uses rayon's global
+    /// pool (`RAYON_NUM_THREADS`, else every core).
+    pub threads: Option<usize>,
+}
+
+impl Default for LlmWorkerOptions {
+    fn default() -> Self {
+        Self {
+            queue_capacity: 8,
+            threads: None,
+        }
+    }
+}
+
+struct Job {
+    request: GenerateRequest,
+    events: mpsc::Sender<LlmEvent>,
+    span: tracing::Span,
+}
+
+struct Shared {
+    tx: SyncSender<Job>,
+    info: ModelInfo,
+    tokenizer: Arc<LlmTokenizer>,
+    in_flight: Arc<AtomicUsize>,
+}
+
+/// A cheap, cloneable handle to the LLM thread.
+#[derive(Clone)]
+pub struct LlmHandle {
+    shared: Arc<Shared>,
+}
+
+impl LlmHandle {
+    /// Moves `engine` onto a new thread and returns the handle that feeds it.
+    pub fn spawn(engine: LlmEngine, opts: LlmWorkerOptions) -> std::io::Result<Self> {
+        let (tx, rx) = sync_channel(opts.queue_capacity.max(1));
+        let pool = match opts.threads {
+            Some(n) => Some(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(n.max(1))
+                    .thread_name(|i| format!("ragd-llm-{i}"))
+                    .build()
+                    .map_err(std::io::Error::other)?,
+            ),
+            None => None,
+        };
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let shared = Shared {
+            tx,
+            info: engine.info().clone(),
+            tokenizer: Arc::clone(engine.tokenizer()),
+            in_flight: Arc::clone(&in_flight),
+        };
+        std::thread::Builder::new()
+            .name("ragd-llm".into())
+            .spawn(move || worker_loop(engine, rx, pool, in_flight))?;
+        Ok(Self {
+            shared: Arc::new(shared),
+        })
+    }
+
+    /// Queues `request` and returns its stream of events: `Token`s, then one `Done` or
+    /// `Error`. Fails at once with `Overloaded` when the queue is full. Dropping the
+    /// receiver stops the generation.
+    pub fn generate(&self, request: GenerateRequest) -> Result<mpsc::Receiver<LlmEvent>, MlError> {
+        // Room for every token, the flushed tail and the final event, so the model thread
+        // never waits on a slow reader (the engine caps tokens at the window).
+        let capacity = request.params.max_tokens.min(self.context_length()) + 2;
+        let (events, rx) = mpsc::channel(capacity);
+        let job = Job {
+            request,
+            events,
+            span: tracing::Span::current(),
+        };
+        self.shared.in_flight.fetch_add(1, Ordering::SeqCst);
+        match self.shared.tx.try_send(job) {
+            Ok(()) => Ok(rx),
+            Err(e) => {
+                self.shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+                Err(match e {
+                    TrySendError::Full(_) => MlError::Overloaded,
+                    TrySendError::Disconnected(_) => MlError::WorkerGone,
+                })
+            }
+        }
+    }
+
+    /// Tokens in `text`, counted on the caller's thread.
+    pub fn count_tokens(&self, text: &str) -> usize {
+        self.shared.tokenizer.count_tokens(text)
+    }
+
+    /// Tokens of `prompt` as the model will see it (template and BOS included).
+    pub fn count_prompt_tokens(&self, prompt: &Prompt) -> Result<usize, MlError> {
+        self.shared
+            .tokenizer
+            .encode_prompt(prompt)
+            .map(|ids| ids.len())
+    }
+
+    /// The tokenizer (shared with the model thread).
+    pub fn tokenizer(&self) -> &Arc<LlmTokenizer> {
+        &self.shared.tokenizer
+    }
+
+    /// Model name.
+    pub fn name(&self) -> &str {
+        &self.shared.info.name
+    }
+
+    /// Tokens the model attends to, prompt and answer together.
+    pub fn context_length(&self) -> usize {
+        self.shared.info.context_length
+    }
+
+    /// Name, family and window.
+    pub fn info(&self) -> &ModelInfo {
+        &self.shared.info
+    }
+
+    /// Requests queued or running.
+    pub fn in_flight(&self) -> usize {
+        self.shared.in_flight.load(Ordering::SeqCst)
+    }
+}
+
+fn worker_loop(
+    mut engine: LlmEngine,
+    rx: Receiver<Job>,
+    pool: Option<rayon::ThreadPool>,
+    in_flight: Arc<AtomicUsize>,
+) {
+    tracing::info!(model = %engine.info().name, "LLM worker started");
+    while let Ok(job) = rx.recv() {
+        match &pool {
+            Some(pool) => pool.install(|| run_job(&mut engine, job)),
+            None => run_job(&mut engine, job),
+        }
+        in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+    tracing::info!("LLM worker stopped");
+}
+
+fn run_job(engine: &mut LlmEngine, job: Job) {
+    let Job {
+        request,
+        events,
+        span,
+    } = job;
+    let span = tracing::debug_span!(parent: &span, "llm_generate");
+    let _g = span.enter();
+    if events.is_closed() {
+        return;
+    }
+    let started = std::time::Instant::now();
+    let mut on_text = |text: &str| {
+        if text.is_empty() {
+            return !events.is_closed();
+        }
+        events
+            .try_send(LlmEvent::Token {
+                text: text.to_owned(),
+            })
+            .is_ok()
+    };
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        engine.generate(request, &mut on_text)
+    }))
+    .unwrap_or_else(|_| Err(MlError::Inference("the LLM panicked".into())));
+    let event = match result {
+        Ok(c) => {
+            tracing::debug!(
+                prompt_tokens = c.prompt_tokens,
+                completion_tokens = c.completion_tokens,
+                finish = c.finish_reason.as_str(),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "generated"
+            );
+            LlmEvent::Done {
+                prompt_tokens: c.prompt_tokens,
+                completion_tokens: c.completion_tokens,
+                finish_reason: c.finish_reason,
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "generation failed");
+            LlmEvent::Error(e)
+        }
+    };
+    // The caller may have gone; nothing to do then.
+    let _ = events.try_send(event);
+}
