@@ -31,18 +31,29 @@ fn vectors(n: usize, seed: u64) -> Vec<Vec<f32>> {
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("vector_search_top10");
     // `cargo test` runs benches once as a check: a small index is enough there.
-    let sizes: &[usize] = if std::env::args().any(|a| a == "--bench") { &[10_000, 100_000] } else { &[1_000] };
+    let sizes: &[usize] = if std::env::args().any(|a| a == "--bench") {
+        &[10_000, 100_000]
+    } else {
+        &[1_000]
+    };
     for &n in sizes {
         let dir = tempfile::tempdir().expect("temp dir");
         let (index, _) = VectorIndex::open(dir.path(), DIM).expect("index");
         let data = vectors(n, 7);
         let started = Instant::now();
         for (chunk_no, chunk) in data.chunks(1000).enumerate() {
-            let items: Vec<(u64, &[f32])> =
-                chunk.iter().enumerate().map(|(i, v)| ((chunk_no * 1000 + i) as u64, v.as_slice())).collect();
+            let items: Vec<(u64, &[f32])> = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, v)| ((chunk_no * 1000 + i) as u64, v.as_slice()))
+                .collect();
             index.apply(&[], &items, 1).expect("insert");
         }
-        eprintln!("built {n} vectors in {:.1}s ({:.0} vectors/s)", started.elapsed().as_secs_f64(), n as f64 / started.elapsed().as_secs_f64());
+        eprintln!(
+            "built {n} vectors in {:.1}s ({:.0} vectors/s)",
+            started.elapsed().as_secs_f64(),
+            n as f64 / started.elapsed().as_secs_f64()
+        );
         let queries = vectors(256, 99);
         let mut i = 0;
         group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
