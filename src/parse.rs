@@ -95,7 +95,7 @@ impl DescriptionSource {
 /// How PDF tables are found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TableMode {
-    /// Columns from text positions.
+    /// Ruled grids where the page draws them, else columns from text positions.
     #[default]
     Fast,
     /// Ruling lines and cell boxes.

@@ -1,7 +1,7 @@
 //! PDF files through pdfium: text by page in reading order, headings from font size and
-//! weight, lists, tables (`fast` from text positions, `accurate` from ruling lines),
-//! picture regions and metadata. Pages without a text layer are rendered (about 300
-//! dpi) and read by tesseract. When OCR is asked for, every page is rendered: a page
+//! weight, lists, tables (grids of ruling lines and text positions; `accurate` also
+//! regions that rules only frame or underline), picture regions and metadata. Pages
+//! without a text layer are rendered (about 300 dpi) and read by tesseract. When OCR is asked for, every page is rendered: a page
 //! with a real text layer keeps it (it beats OCR of itself) and its pictures are read,
 //! their text going into the picture descriptions. Pages are processed one at a time so
 //! memory stays bounded however long the document is.
@@ -242,7 +242,10 @@ pub fn parse(bytes: &[u8], opts: &ParseOptions) -> Result<ParsedDocument, ParseE
     })?;
     if doc.title.is_none() {
         doc.title = doc.blocks.iter().find_map(|b| match b.kind {
-            BlockKind::Heading(_) if b.page == 1 => Some(b.text.clone()),
+            // A chapter number is a heading but no title.
+            BlockKind::Heading(_) if b.page == 1 && b.text.chars().any(char::is_alphabetic) => {
+                Some(b.text.clone())
+            }
             _ => None,
         });
     }

@@ -153,11 +153,14 @@ impl Para {
 
 fn heading_level(p: &Para, text: &str, body: &Body) -> Option<u8> {
     let words = text.split_whitespace().count();
+    let size = p.size();
+    let ratio = size / body.size.max(1.0);
+    if chapter_number(p, text, ratio) {
+        return Some(1);
+    }
     if p.lines.len() > 3 || words > 24 || !text.chars().any(char::is_alphabetic) {
         return None;
     }
-    let size = p.size();
-    let ratio = size / body.size.max(1.0);
     let all_bold = p.lines.iter().all(|l| l.bold);
     if ratio >= 1.15 {
         return Some(if ratio >= 1.7 {
@@ -189,6 +192,15 @@ fn heading_level(p: &Para, text: &str, body: &Body) -> Option<u8> {
         return Some(4);
     }
     None
+}
+
+/// A chapter number set alone in display type (the big "1" over a chapter title): a
+/// heading of its own, though it has no letters.
+fn chapter_number(p: &Para, text: &str, ratio: f32) -> bool {
+    p.lines.len() == 1
+        && ratio >= 1.7
+        && (1..=2).contains(&text.len())
+        && text.chars().all(|c| c.is_ascii_digit())
 }
 
 /// "3", "3.1", "A.2" style section numbers at the start.
@@ -340,5 +352,36 @@ mod tests {
         assert_eq!(s, "COVID-19");
         assert_eq!(numbered_depth("3.1 Results"), 2);
         assert_eq!(numbered_depth("Results"), 0);
+    }
+
+    fn line(text: &str, size: f32) -> Line {
+        Line {
+            text: text.into(),
+            x0: 50.0,
+            x1: 50.0 + size * text.len() as f32,
+            top: 100.0,
+            bottom: 100.0 + size,
+            size,
+            bold: true,
+            italic: false,
+            lead: None,
+            column: 0,
+        }
+    }
+
+    #[test]
+    fn a_chapter_number_in_display_type_is_a_heading() {
+        let body = Body {
+            size: 10.0,
+            bold: false,
+            italic: false,
+            line_gap: 2.0,
+        };
+        let level =
+            |text: &str, size: f32| heading_level(&Para::new(line(text, size)), text, &body);
+        assert_eq!(level("1", 40.0), Some(1));
+        assert_eq!(level("1", 11.0), None);
+        assert_eq!(level("2021", 40.0), None);
+        assert_eq!(level("Results", 14.0), Some(2));
     }
 }

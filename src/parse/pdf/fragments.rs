@@ -3,6 +3,7 @@
 //! are the atoms of the page layout.
 
 use super::glyphs::{is_arabic_mark, is_rtl, Glyph};
+use super::objects::Rule;
 
 /// A run of text on one line, in logical order.
 #[derive(Debug, Clone)]
@@ -157,8 +158,39 @@ impl Builder {
     }
 }
 
+/// White (points) between two glyphs a wall may stand in.
+const MIN_WALL_GAP: f32 = 1.0;
+
+/// Vertical ruling lines, sorted by x: a fragment never runs across one (the border
+/// between two table cells may be narrower than a word gap).
+pub(crate) struct Walls(Vec<Rule>);
+
+impl Walls {
+    pub fn new(rules: &[Rule]) -> Self {
+        let mut v: Vec<Rule> = rules.iter().filter(|r| !r.horizontal).copied().collect();
+        v.sort_by(|a, b| a.at.total_cmp(&b.at));
+        Self(v)
+    }
+
+    /// Whether a wall stands in the white between glyphs `a` and `b` (a rule through
+    /// the letters of a word is the edge of a box drawn behind the text, no border).
+    fn between(&self, a: &Glyph, b: &Glyph) -> bool {
+        let (left, right) = if a.x0 <= b.x0 { (a, b) } else { (b, a) };
+        let (lo, hi) = (left.x1 - 0.5, right.x0 + 0.5);
+        if right.x0 - left.x1 < MIN_WALL_GAP {
+            return false;
+        }
+        let y = (b.top + b.bottom) / 2.0;
+        let start = self.0.partition_point(|r| r.at <= lo);
+        self.0[start..]
+            .iter()
+            .take_while(|r| r.at < hi)
+            .any(|r| r.from <= y && r.to >= y)
+    }
+}
+
 /// Splits the page's glyph stream into fragments.
-pub(crate) fn fragments(glyphs: &[Glyph]) -> Vec<Fragment> {
+pub(crate) fn fragments(glyphs: &[Glyph], walls: &Walls) -> Vec<Fragment> {
     let mut out = Vec::new();
     let mut cur: Option<Builder> = None;
     let mut space = false;
@@ -173,7 +205,8 @@ pub(crate) fn fragments(glyphs: &[Glyph]) -> Vec<Fragment> {
             Some(b)
                 if b.continues(g)
                     && !(g.ch != '.' && ends_in_leader(&b.frag.text))
-                    && !(space && (g.bold, g.italic) != (b.last.bold, b.last.italic)) =>
+                    && !(space && (g.bold, g.italic) != (b.last.bold, b.last.italic))
+                    && (g.vertical || !walls.between(&b.last, g)) =>
             {
                 let l = &b.last;
                 let gap = if g.vertical {
@@ -212,4 +245,47 @@ fn ends_in_leader(text: &str) -> bool {
         .filter(|c| *c == '.' || *c == '…')
         .count()
         == 4
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn glyphs(text: &str, x0: f32) -> Vec<Glyph> {
+        text.chars()
+            .enumerate()
+            .map(|(k, ch)| Glyph {
+                ch,
+                x0: x0 + 6.0 * k as f32,
+                x1: x0 + 6.0 * (k + 1) as f32,
+                top: 100.0,
+                bottom: 110.0,
+                size: 10.0,
+                bold: false,
+                italic: false,
+                vertical: false,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_cell_border_splits_a_fragment_and_a_box_edge_through_a_word_does_not() {
+        let mut g = glyphs("ab", 10.0);
+        g.extend(glyphs("cd", 24.0));
+        let wall = |at: f32| Rule {
+            horizontal: false,
+            at,
+            from: 90.0,
+            to: 120.0,
+        };
+        let texts = |rules: &[Rule]| -> Vec<String> {
+            fragments(&g, &Walls::new(rules))
+                .into_iter()
+                .map(|f| f.text)
+                .collect()
+        };
+        assert_eq!(texts(&[]), ["abcd"]);
+        assert_eq!(texts(&[wall(23.0)]), ["ab", "cd"]);
+        assert_eq!(texts(&[wall(15.0)]), ["abcd"]);
+    }
 }

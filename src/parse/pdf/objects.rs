@@ -1,6 +1,7 @@
 //! A page's drawing objects: picture regions (image objects, also inside form
 //! XObjects) and ruling lines (thin path objects and the edges of path rectangles),
-//! the raw material of picture blocks and of `accurate` tables.
+//! the raw material of picture blocks, of ruled tables and of the walls fragments never
+//! cross.
 
 use pdfium_render::prelude::{
     PdfPage, PdfPageObject, PdfPageObjectCommon, PdfPageObjectsCommon, PdfPathSegmentType,
@@ -40,17 +41,15 @@ pub(crate) struct Drawing {
 
 struct Walk {
     page_top: f32,
-    want_rules: bool,
     seen: usize,
     segments: usize,
     out: Drawing,
 }
 
-/// Reads the pictures, and the rules when `want_rules`, of `page`.
-pub(crate) fn drawing(page: &PdfPage, want_rules: bool) -> Drawing {
+/// Reads the pictures and the rules of `page`.
+pub(crate) fn drawing(page: &PdfPage) -> Drawing {
     let mut walk = Walk {
         page_top: page.height().value,
-        want_rules,
         seen: 0,
         segments: 0,
         out: Drawing::default(),
@@ -94,7 +93,7 @@ impl Walk {
                     }
                 }
             }
-            PdfPageObject::Path(path) if self.want_rules => {
+            PdfPageObject::Path(path) => {
                 let Some(r) = self.rect(obj) else { return true };
                 if r.height() <= MAX_RULE_THICKNESS && r.width() > MAX_RULE_THICKNESS {
                     let at = (r.top + r.bottom) / 2.0;

@@ -4,7 +4,7 @@
 use pdfium_render::prelude::PdfPage;
 
 use super::blocks::{self, Body, Line, Piece};
-use super::fragments::{fragments, Fragment};
+use super::fragments::{fragments, Fragment, Walls};
 use super::glyphs::page_glyphs;
 use super::layout::{lines_of, reading_order, Atom, Rect};
 use super::objects::drawing;
@@ -123,12 +123,12 @@ fn line_of(frags: &[&Fragment], ids: &[usize], column: usize) -> Line {
 
 /// Reads the text layer of `page` (number `page_no`, 1-based).
 pub(crate) fn read(page: &PdfPage, page_no: u32, mode: TableMode) -> TextPage {
+    let drawing = drawing(page);
     let glyphs = page_glyphs(page);
-    let frags = fragments(&glyphs);
+    let frags = fragments(&glyphs, &Walls::new(&drawing.rules));
     drop(glyphs);
     let ink = frags.iter().map(|f| f.ink).sum();
     let mut body = body_of(&frags);
-    let drawing = drawing(page, mode == TableMode::Accurate);
     let area = (page.width().value * page.height().value).max(1.0);
     let picture_cover = drawing
         .pictures
@@ -156,14 +156,24 @@ pub(crate) fn read(page: &PdfPage, page_no: u32, mode: TableMode) -> TextPage {
     }
     let mut found: Vec<Found> = Vec::new();
     let mut table_of: Vec<Option<usize>> = vec![None; frags.len()];
+    // Grids of rules first, over the whole page: reading order may have cut a grid's
+    // rows into different columns.
+    let all: Vec<usize> = (0..frags.len()).collect();
+    for t in tables::page_grids(&frags, &all, &drawing.rules, body.size) {
+        t.frags
+            .iter()
+            .for_each(|&i| table_of[i] = Some(found.len()));
+        found.push(t);
+    }
     for col in columns {
         let ids: Vec<usize> = leaves
             .iter()
             .filter(|l| l.column == col)
             .flat_map(|l| l.atoms.iter().copied())
+            .filter(|&i| table_of[i].is_none())
             .collect();
         let tables = match mode {
-            TableMode::Fast => tables::fast(&frags, &ids, body.size),
+            TableMode::Fast => tables::grids(&frags, &ids, &drawing.rules, body.size),
             TableMode::Accurate => tables::accurate(&frags, &ids, &drawing.rules, body.size),
         };
         for t in tables {

@@ -1,10 +1,11 @@
-//! Tables found on a page. `fast`: runs of text rows whose fragments line up in columns
-//! (columns are the x-bands that nearly no row writes across). `accurate` (in `ruled`):
-//! regions fenced by ruling lines, then `fast` for the rest.
+//! Tables found on a page. From text: runs of text rows whose fragments line up in
+//! columns (columns are the x-bands that nearly no row writes across). From ruling
+//! lines (in `ruled`): full grids in both modes, and in `accurate` mode also regions
+//! only framed or underlined by rules; text positions for the rest.
 
 mod ruled;
 
-pub(crate) use ruled::accurate;
+pub(crate) use ruled::{accurate, grids, page_grids};
 
 use super::fragments::Fragment;
 use super::layout::Rect;

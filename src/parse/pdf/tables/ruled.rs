@@ -1,7 +1,11 @@
-//! `accurate` tables: regions fenced by ruling lines. In a full grid the rows are the
-//! bands between row rules (cells may wrap over lines) and the columns come from the
-//! column rules; rules that only frame or underline get columns from text positions
-//! and must look like a table. Text outside every ruled region goes through `fast`.
+//! Tables fenced by ruling lines: full grids (in `grid`, taken in both modes) and, in
+//! `accurate` mode, regions whose rules only frame or underline; those get columns
+//! from text positions and must look like a table. Text outside every ruled table
+//! goes through `fast`.
+
+mod grid;
+
+use grid::{from_grid, grid};
 
 use super::{cells, fast, plausible, rows_of, separators, Found, MAX_AVG_CELL_WORDS};
 use crate::parse::pdf::fragments::Fragment;
@@ -10,6 +14,37 @@ use crate::parse::pdf::objects::Rule;
 
 /// Tables fenced by ruling lines, then `fast` over what is left.
 pub(crate) fn accurate(frags: &[Fragment], ids: &[usize], rules: &[Rule], em: f32) -> Vec<Found> {
+    ruled(frags, ids, rules, em, Pass::All)
+}
+
+/// Tables in full grids of ruling lines (rules that vouch for a table on their own),
+/// then `fast` over what is left.
+pub(crate) fn grids(frags: &[Fragment], ids: &[usize], rules: &[Rule], em: f32) -> Vec<Found> {
+    ruled(frags, ids, rules, em, Pass::Grids)
+}
+
+/// Tables in full grids of ruling lines across the whole page, before reading order
+/// splits it into columns (which may cut a table apart). A grid that holds a long run
+/// of text in one band is more likely a page frame with header and footer rules: it
+/// is left to the column-by-column pass.
+pub(crate) fn page_grids(frags: &[Fragment], ids: &[usize], rules: &[Rule], em: f32) -> Vec<Found> {
+    ruled(frags, ids, rules, em, Pass::Page)
+}
+
+/// Lines of text one band of a page-wide grid may hold.
+const MAX_PAGE_BAND_LINES: usize = 12;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Pass {
+    /// Whole page, grids only, no band with a long run of text, nothing else.
+    Page,
+    /// Grids, then `fast`.
+    Grids,
+    /// Grids, regions framed or underlined by rules, then `fast`.
+    All,
+}
+
+fn ruled(frags: &[Fragment], ids: &[usize], rules: &[Rule], em: f32, pass: Pass) -> Vec<Found> {
     let mut out = Vec::new();
     let mut used = vec![false; frags.len()];
     for region in ruled_regions(rules) {
@@ -21,116 +56,68 @@ pub(crate) fn accurate(frags: &[Fragment], ids: &[usize], rules: &[Rule], em: f3
         if inside.len() < 2 {
             continue;
         }
-        let vert: Vec<f32> = dedup(
-            rules
-                .iter()
-                .filter(|r| !r.horizontal && r.at > region.x0 + 2.0 && r.at < region.x1 - 2.0)
-                .filter(|r| r.to - r.from >= 0.3 * region.height().min(3.0 * em))
-                .map(|r| r.at),
-        );
-        let horiz = row_rules(rules, &region);
         // A grid (row and column rules) vouches for the table: its rows are the bands
         // between row rules, so cells may wrap over several lines and hold running
         // text. Rules that only frame or underline need the text to look like a table.
-        let grid = !vert.is_empty() && horiz.len() >= 3;
-        let (rows, inside) = if grid {
-            let (first, last) = (horiz[0], horiz[horiz.len() - 1]);
-            let inside: Vec<usize> = inside
-                .into_iter()
-                .filter(|&i| {
-                    let mid = (frags[i].top + frags[i].bottom) / 2.0;
-                    mid > first && mid < last
-                })
-                .collect();
-            let rows: Vec<Vec<usize>> = horiz
-                .windows(2)
-                .map(|w| {
-                    let mut row: Vec<usize> = inside
-                        .iter()
-                        .copied()
-                        .filter(|&i| {
-                            let mid = (frags[i].top + frags[i].bottom) / 2.0;
-                            mid > w[0] && mid <= w[1]
-                        })
-                        .collect();
-                    row.sort_by(|&a, &b| frags[a].top.total_cmp(&frags[b].top));
-                    row
-                })
-                .filter(|r| !r.is_empty())
-                .collect();
-            (rows, inside)
-        } else {
-            (rows_of(frags, &inside), inside)
-        };
-        if inside.len() < 2 {
-            continue;
-        }
-        let seps = if vert.is_empty() {
-            separators(frags, &rows, em)
-        } else {
-            vert
-        };
-        let table = if grid {
-            grid_cells(frags, &rows, &seps)
-        } else {
-            cells(frags, &rows, &seps, em)
-        };
-        let limit = if grid { f32::MAX } else { MAX_AVG_CELL_WORDS };
-        if plausible(&table, limit) {
-            inside.iter().for_each(|&i| used[i] = true);
-            out.push(Found {
-                rect: region,
-                rows: table,
-                frags: inside,
-            });
-        }
-    }
-    let rest: Vec<usize> = ids.iter().copied().filter(|&i| !used[i]).collect();
-    out.extend(fast(frags, &rest, em));
-    out
-}
-
-/// y positions of the horizontal rules that run across at least half of `region`
-/// (rules drawn cell by cell are summed), top to bottom.
-fn row_rules(rules: &[Rule], region: &Rect) -> Vec<f32> {
-    let mut ys: Vec<(f32, f32)> = Vec::new();
-    for r in rules.iter().filter(|r| r.horizontal) {
-        if r.at < region.top - 1.0 || r.at > region.bottom + 1.0 {
-            continue;
-        }
-        let len = (r.to.min(region.x1) - r.from.max(region.x0)).max(0.0);
-        match ys.iter_mut().find(|(y, _)| (*y - r.at).abs() < 2.0) {
-            Some(e) => e.1 += len,
-            None => ys.push((r.at, len)),
-        }
-    }
-    let mut out: Vec<f32> = ys
-        .into_iter()
-        .filter(|(_, len)| *len >= 0.5 * region.width())
-        .map(|(y, _)| y)
-        .collect();
-    out.sort_by(f32::total_cmp);
-    out
-}
-
-/// Cells of rows that are bands between rules: every fragment of a band goes to the
-/// column its middle falls in, lines of one cell joined top to bottom.
-fn grid_cells(frags: &[Fragment], rows: &[Vec<usize>], seps: &[f32]) -> Vec<Vec<String>> {
-    rows.iter()
-        .map(|row| {
-            let mut cells = vec![String::new(); seps.len() + 1];
-            for &i in row {
-                let f = &frags[i];
-                let mid = (f.x0 + f.x1) / 2.0;
-                let cell = &mut cells[seps.iter().filter(|&&s| s < mid).count()];
-                if !cell.is_empty() {
-                    cell.push(' ');
-                }
-                cell.push_str(f.text.trim());
+        let found = match grid(rules, &region, em) {
+            Some(g) => {
+                let max_lines = if pass == Pass::Page {
+                    MAX_PAGE_BAND_LINES
+                } else {
+                    usize::MAX
+                };
+                from_grid(frags, &inside, &g, max_lines)
             }
-            cells
-        })
-        .collect()
+            None if pass == Pass::All => from_frame(frags, inside, rules, &region, em),
+            None => None,
+        };
+        if let Some(t) = found {
+            t.frags.iter().for_each(|&i| used[i] = true);
+            out.push(t);
+        }
+    }
+    if pass != Pass::Page {
+        let rest: Vec<usize> = ids.iter().copied().filter(|&i| !used[i]).collect();
+        out.extend(fast(frags, &rest, em));
+    }
+    out
+}
+
+/// A table in a region that rules only frame or underline: rows and (failing column
+/// rules) columns from text positions, and it must look like a table.
+fn from_frame(
+    frags: &[Fragment],
+    inside: Vec<usize>,
+    rules: &[Rule],
+    region: &Rect,
+    em: f32,
+) -> Option<Found> {
+    let rows = rows_of(frags, &inside);
+    let vert = column_rules(rules, region, region.top, region.bottom, em);
+    let seps = if vert.is_empty() {
+        separators(frags, &rows, em)
+    } else {
+        vert
+    };
+    let table = cells(frags, &rows, &seps, em);
+    plausible(&table, MAX_AVG_CELL_WORDS).then_some(Found {
+        rect: *region,
+        rows: table,
+        frags: inside,
+    })
+}
+
+/// x positions of the vertical rules strictly inside `area` that reach between `top`
+/// and `bottom`, left to right.
+fn column_rules(rules: &[Rule], area: &Rect, top: f32, bottom: f32, em: f32) -> Vec<f32> {
+    dedup(
+        rules
+            .iter()
+            .filter(|r| !r.horizontal && r.at > area.x0 + 2.0 && r.at < area.x1 - 2.0)
+            .filter(|r| r.to > top + 1.0 && r.from < bottom - 1.0)
+            .filter(|r| r.to - r.from >= 0.3 * area.height().min(3.0 * em))
+            .map(|r| r.at),
+    )
 }
 
 fn dedup(xs: impl Iterator<Item = f32>) -> Vec<f32> {
@@ -211,4 +198,94 @@ fn ruled_regions(rules: &[Rule]) -> Vec<Rect> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frag(text: &str, x0: f32, top: f32) -> Fragment {
+        Fragment {
+            text: text.into(),
+            x0,
+            x1: x0 + 6.0 * text.chars().count() as f32,
+            top,
+            bottom: top + 10.0,
+            size: 10.0,
+            bold: false,
+            italic: false,
+            rtl: false,
+            ink: text.chars().count(),
+            leader: false,
+        }
+    }
+
+    fn h(at: f32, from: f32, to: f32) -> Rule {
+        Rule {
+            horizontal: true,
+            at,
+            from,
+            to,
+        }
+    }
+
+    fn v(at: f32, from: f32, to: f32) -> Rule {
+        Rule {
+            horizontal: false,
+            at,
+            from,
+            to,
+        }
+    }
+
+    #[test]
+    fn a_grid_stops_where_no_column_rule_crosses_and_drops_empty_columns() {
+        let frags = vec![
+            frag("Name", 55.0, 104.0),
+            frag("Qty", 160.0, 104.0),
+            frag("Apples", 55.0, 124.0),
+            frag("3", 160.0, 124.0),
+            frag("Pears", 55.0, 144.0),
+            frag("12", 160.0, 144.0),
+            frag("Prose between two boxes", 55.0, 170.0),
+            frag("code line", 55.0, 204.0),
+        ];
+        // A grid with a doubled column rule, then a code box of the same width below.
+        let mut rules: Vec<Rule> = [100.0, 120.0, 140.0, 160.0]
+            .iter()
+            .map(|&y| h(y, 50.0, 250.0))
+            .collect();
+        rules.extend(
+            [50.0, 150.0, 154.0, 250.0]
+                .iter()
+                .map(|&x| v(x, 100.0, 160.0)),
+        );
+        rules.extend([h(190.0, 50.0, 250.0), h(230.0, 50.0, 250.0)]);
+        rules.extend([v(50.0, 190.0, 230.0), v(250.0, 190.0, 230.0)]);
+        let ids: Vec<usize> = (0..frags.len()).collect();
+        let found = grids(&frags, &ids, &rules, 10.0);
+        assert_eq!(found.len(), 1);
+        assert_eq!(
+            found[0].rows,
+            [["Name", "Qty"], ["Apples", "3"], ["Pears", "12"]]
+        );
+        assert_eq!(found[0].frags.len(), 6);
+    }
+
+    #[test]
+    fn a_page_frame_is_no_page_wide_grid() {
+        let mut frags = vec![frag("Header", 30.0, 30.0), frag("Title", 310.0, 30.0)];
+        for k in 0..30 {
+            let top = 70.0 + 20.0 * k as f32;
+            frags.push(frag("left column text", 30.0, top));
+            frags.push(frag("right column text", 310.0, top));
+        }
+        let mut rules: Vec<Rule> = [20.0, 60.0, 700.0, 740.0]
+            .iter()
+            .map(|&y| h(y, 20.0, 580.0))
+            .collect();
+        rules.extend([20.0, 300.0, 580.0].iter().map(|&x| v(x, 20.0, 740.0)));
+        let ids: Vec<usize> = (0..frags.len()).collect();
+        assert!(page_grids(&frags, &ids, &rules, 10.0).is_empty());
+    }
 }
