@@ -17,8 +17,9 @@ use axum::Router;
 use crate::config::Config;
 use crate::state::AppState;
 
-/// Multipart overhead allowed on top of the file itself.
-const FORM_OVERHEAD: u64 = 1024 * 1024;
+/// Multipart overhead allowed on top of the files, plus what is drained after a
+/// refusal (see `form::DRAIN_AFTER_REFUSAL`), so the size check that answers is ours.
+const FORM_OVERHEAD: u64 = 1024 * 1024 + form::DRAIN_AFTER_REFUSAL;
 
 /// The `/api/v1` router (auth is layered on by the caller).
 pub fn routes(config: &Config) -> Router<AppState> {

@@ -48,8 +48,18 @@ impl Form {
                         "at most {max_files} file(s) per request"
                     )));
                 }
-                let bytes = read_limited(field, limit).await?;
-                files.push((key, FilePart { name: fname, bytes }));
+                match read_limited(field, limit).await? {
+                    Some(bytes) => files.push((key, FilePart { name: fname, bytes })),
+                    None => {
+                        // Read (and drop) what the client is still sending, up to a cap,
+                        // so it can read the 413 rather than a reset connection.
+                        drain(&mut mp).await;
+                        return Err(ApiError::new(
+                            StatusCode::PAYLOAD_TOO_LARGE,
+                            format!("the upload exceeds the limit of {limit} bytes"),
+                        ));
+                    }
+                }
             } else {
                 let text = field.text().await.map_err(multipart_error)?;
                 if text.len() > MAX_FIELD {
@@ -143,19 +153,40 @@ impl Form {
     }
 }
 
-/// Reads a file field, refusing it with 413 as soon as it passes `limit` bytes.
-async fn read_limited(mut field: Field<'_>, limit: u64) -> Result<Vec<u8>, ApiError> {
+/// Bytes read and discarded after a refusal; past this the connection is dropped.
+pub const DRAIN_AFTER_REFUSAL: u64 = 16 * 1024 * 1024;
+
+/// Reads a file field; `None` (and the rest of the field consumed, up to the drain cap)
+/// as soon as it passes `limit` bytes.
+async fn read_limited(mut field: Field<'_>, limit: u64) -> Result<Option<Vec<u8>>, ApiError> {
     let mut out = Vec::new();
     while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
         if out.len() as u64 + chunk.len() as u64 > limit {
-            return Err(ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("the upload exceeds the limit of {limit} bytes"),
-            ));
+            let mut drained = 0u64;
+            while let Ok(Some(c)) = field.chunk().await {
+                drained += c.len() as u64;
+                if drained > DRAIN_AFTER_REFUSAL {
+                    break;
+                }
+            }
+            return Ok(None);
         }
         out.extend_from_slice(&chunk);
     }
-    Ok(out)
+    Ok(Some(out))
+}
+
+/// Consumes the remaining fields of a refused form, up to the drain cap.
+async fn drain(mp: &mut Multipart) {
+    let mut drained = 0u64;
+    while let Ok(Some(mut field)) = mp.next_field().await {
+        while let Ok(Some(c)) = field.chunk().await {
+            drained += c.len() as u64;
+            if drained > DRAIN_AFTER_REFUSAL {
+                return;
+            }
+        }
+    }
 }
 
 fn multipart_error(e: MultipartError) -> ApiError {
