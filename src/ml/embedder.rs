@@ -1,13 +1,17 @@
 //! A BERT sentence embedder (all-MiniLM-L6-v2 by default) computed exactly as
 //! sentence-transformers does: WordPiece to at most `max_seq_length` tokens, the
-//! transformer, mean pooling over the attention mask, L2 normalisation.
+//! transformer, mean pooling over the attention mask, L2 normalisation. On the CPU the
+//! transformer is our own packed forward pass (`cpu`); on a GPU it is candle's.
+
+mod candle_bert;
+mod cpu;
 
 use std::path::Path;
 use std::sync::Arc;
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Device};
 use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config as BertConfig};
+use candle_transformers::models::bert::Config as BertConfig;
 use serde::Deserialize;
 use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
 
@@ -51,12 +55,19 @@ impl TokenCounter {
     }
 }
 
+/// Which forward pass runs the transformer.
+enum Backend {
+    /// Our packed CPU forward pass.
+    Cpu(cpu::CpuBert),
+    /// candle's `BertModel`, on a GPU (or for a configuration `Cpu` lacks).
+    Candle(candle_bert::CandleBert),
+}
+
 /// A sentence-transformers BERT model loaded from a folder.
 pub struct BertEmbedder {
-    model: BertModel,
+    backend: Backend,
     tokenizer: Tokenizer,
     counter: TokenCounter,
-    device: Device,
     pooling: Pooling,
     max_tokens: usize,
     dim: usize,
@@ -68,6 +79,16 @@ impl BertEmbedder {
     /// Loads `config.json`, `tokenizer.json`, `model.safetensors` and the
     /// sentence-transformers pooling and length settings from `dir`.
     pub fn load(dir: &Path, device: Device, batch_size: usize) -> Result<Self, MlError> {
+        Self::load_with(dir, device, batch_size, false)
+    }
+
+    /// As [`Self::load`]; `force_candle` runs candle's forward pass even on the CPU.
+    fn load_with(
+        dir: &Path,
+        device: Device,
+        batch_size: usize,
+        force_candle: bool,
+    ) -> Result<Self, MlError> {
         let read = |name: &str| -> Result<String, MlError> {
             std::fs::read_to_string(dir.join(name))
                 .map_err(|e| MlError::Load(format!("{}: {e}", dir.join(name).display())))
@@ -117,16 +138,22 @@ impl BertEmbedder {
         // model lives; this is how candle loads safetensors.
         let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, &device) }
             .map_err(|e| MlError::Load(format!("{}: {e}", weights.display())))?;
-        let model = BertModel::load(vb, &config).map_err(|e| MlError::Load(e.to_string()))?;
+        let backend = if device.is_cpu() && !force_candle && cpu::CpuBert::supports(&config) {
+            Backend::Cpu(cpu::CpuBert::load(&vb, &config)?)
+        } else {
+            if device.is_cpu() && !force_candle {
+                tracing::info!(act = ?config.hidden_act, "no fast CPU path for this model; using candle's");
+            }
+            Backend::Candle(candle_bert::CandleBert::load(vb, &config)?)
+        };
         let name = dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "bert".into());
         Ok(Self {
-            model,
+            backend,
             tokenizer,
             counter,
-            device,
             pooling,
             max_tokens,
             dim: config.hidden_size,
@@ -137,34 +164,11 @@ impl BertEmbedder {
 
     /// One forward pass over texts of similar length.
     fn embed_batch(&self, encodings: &[&tokenizers::Encoding]) -> Result<Vec<Vec<f32>>, MlError> {
-        let seq = encodings.iter().map(|e| e.len()).max().unwrap_or(0).max(1);
-        let n = encodings.len();
-        let mut ids = vec![0u32; n * seq];
-        let mut mask = vec![0u32; n * seq];
-        for (row, enc) in encodings.iter().enumerate() {
-            let base = row * seq;
-            ids[base..base + enc.len()].copy_from_slice(enc.get_ids());
-            mask[base..base + enc.len()].copy_from_slice(enc.get_attention_mask());
+        let seqs: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
+        match &self.backend {
+            Backend::Cpu(m) => m.embed(&seqs, self.pooling),
+            Backend::Candle(m) => m.embed(&seqs, self.pooling),
         }
-        let ids = Tensor::from_vec(ids, (n, seq), &self.device)?;
-        let mask = Tensor::from_vec(mask, (n, seq), &self.device)?;
-        let type_ids = ids.zeros_like()?;
-        let hidden = self.model.forward(&ids, &type_ids, Some(&mask))?;
-        let pooled = match self.pooling {
-            Pooling::Cls => hidden.narrow(1, 0, 1)?.squeeze(1)?,
-            Pooling::Mean => {
-                let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-                let summed = hidden.broadcast_mul(&m)?.sum(1)?;
-                let counts = m.sum(1)?.clamp(1e-9, f64::MAX)?;
-                summed.broadcast_div(&counts)?
-            }
-        };
-        let norm = pooled
-            .sqr()?
-            .sum_keepdim(1)?
-            .sqrt()?
-            .clamp(1e-12, f64::MAX)?;
-        Ok(pooled.broadcast_div(&norm)?.to_vec2::<f32>()?)
     }
 }
 
@@ -215,3 +219,6 @@ impl Embedder for BertEmbedder {
         &self.name
     }
 }
+
+#[cfg(test)]
+mod tests;

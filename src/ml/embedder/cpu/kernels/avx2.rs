@@ -1,0 +1,230 @@
+//! AVX2 + FMA versions of the row kernels, eight lanes at a time with the portable
+//! code for the tails. Every function here is `unsafe` only because it requires a CPU
+//! with AVX2 and FMA (the crate's MSRV predates safe `#[target_feature]` functions);
+//! memory accesses are bounds-checked.
+
+use std::arch::x86_64::*;
+
+use super::{Norm, ERF_A, ERF_P, EXP_HI, EXP_LO, EXP_P, LN2_HI, LN2_LO, LOG2E};
+
+const LANES: usize = 8;
+
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn splat(x: f32) -> __m256 {
+    _mm256_set1_ps(x)
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn load(s: &[f32]) -> __m256 {
+    assert!(s.len() >= LANES);
+    // Eight readable floats, checked above; an unaligned load.
+    _mm256_loadu_ps(s.as_ptr())
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn store(s: &mut [f32], v: __m256) {
+    assert!(s.len() >= LANES);
+    // Eight writable floats, checked above; an unaligned store.
+    _mm256_storeu_ps(s.as_mut_ptr(), v)
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn hsum(v: __m256) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_add_ss(s, _mm_shuffle_ps::<1>(s, s));
+    _mm_cvtss_f32(s)
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn hmax(v: __m256) -> f32 {
+    let s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_max_ss(s, _mm_shuffle_ps::<1>(s, s));
+    _mm_cvtss_f32(s)
+}
+
+/// The polynomial constants, splatted once per kernel call rather than per vector
+/// (which also keeps unoptimised test builds tolerable).
+struct Consts {
+    one: __m256,
+    half: __m256,
+    sign: __m256,
+    exp_hi: __m256,
+    exp_lo: __m256,
+    log2e: __m256,
+    ln2_hi: __m256,
+    ln2_lo: __m256,
+    exp_p: [__m256; 6],
+    exp_bias: __m256i,
+    frac_1_sqrt_2: __m256,
+    erf_p: __m256,
+    erf_a: [__m256; 5],
+}
+
+impl Consts {
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn new() -> Self {
+        Self {
+            one: splat(1.0),
+            half: splat(0.5),
+            sign: splat(-0.0),
+            exp_hi: splat(EXP_HI),
+            exp_lo: splat(EXP_LO),
+            log2e: splat(LOG2E),
+            ln2_hi: splat(LN2_HI),
+            ln2_lo: splat(LN2_LO),
+            exp_p: EXP_P.map(|p| splat(p)),
+            exp_bias: _mm256_set1_epi32(127),
+            frac_1_sqrt_2: splat(std::f32::consts::FRAC_1_SQRT_2),
+            erf_p: splat(ERF_P),
+            erf_a: ERF_A.map(|a| splat(a)),
+        }
+    }
+}
+
+/// e^x per lane, the same polynomial as the portable `exp`.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn exp(x: __m256, c: &Consts) -> __m256 {
+    let x = _mm256_max_ps(_mm256_min_ps(x, c.exp_hi), c.exp_lo);
+    let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(
+        x, c.log2e,
+    ));
+    let r = _mm256_fnmadd_ps(n, c.ln2_hi, x);
+    let r = _mm256_fnmadd_ps(n, c.ln2_lo, r);
+    let mut y = c.exp_p[0];
+    for p in &c.exp_p[1..] {
+        y = _mm256_fmadd_ps(y, r, *p);
+    }
+    let y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, c.one));
+    let pow2 = _mm256_slli_epi32::<23>(_mm256_add_epi32(_mm256_cvtps_epi32(n), c.exp_bias));
+    _mm256_mul_ps(y, _mm256_castsi256_ps(pow2))
+}
+
+/// GELU per lane: `x/2 · (1 + erf(x/√2))`, erf as the portable `erf`.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn gelu(x: __m256, c: &Consts) -> __m256 {
+    let z = _mm256_mul_ps(x, c.frac_1_sqrt_2);
+    let a = _mm256_andnot_ps(c.sign, z);
+    let t = _mm256_div_ps(c.one, _mm256_fmadd_ps(c.erf_p, a, c.one));
+    let mut poly = c.erf_a[4];
+    for k in c.erf_a[..4].iter().rev() {
+        poly = _mm256_fmadd_ps(poly, t, *k);
+    }
+    let e = exp(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(a, a)), c);
+    let erf_abs = _mm256_fnmadd_ps(_mm256_mul_ps(poly, t), e, c.one);
+    let erf = _mm256_or_ps(erf_abs, _mm256_and_ps(c.sign, z));
+    _mm256_mul_ps(_mm256_mul_ps(c.half, x), _mm256_add_ps(c.one, erf))
+}
+
+/// See [`super::Simd::bias_gelu`].
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn bias_gelu(rows: &mut [f32], bias: &[f32]) {
+    let width = bias.len();
+    let body = width - width % LANES;
+    let c = Consts::new();
+    for row in rows.chunks_exact_mut(width) {
+        let (head, tail) = row.split_at_mut(body);
+        for (x, b) in head.chunks_exact_mut(LANES).zip(bias.chunks_exact(LANES)) {
+            store(x, gelu(_mm256_add_ps(load(x), load(b)), &c));
+        }
+        for (x, b) in tail.iter_mut().zip(&bias[body..]) {
+            *x = super::gelu(*x + b);
+        }
+    }
+}
+
+/// See [`super::Simd::bias_layer_norm`]; one row.
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn bias_layer_norm(row: &mut [f32], bias: Option<&[f32]>, norm: Norm<'_>) {
+    let width = row.len();
+    let body = width - width % LANES;
+    if let Some(bias) = bias {
+        let (head, tail) = row.split_at_mut(body);
+        for (x, b) in head.chunks_exact_mut(LANES).zip(bias.chunks_exact(LANES)) {
+            store(x, _mm256_add_ps(load(x), load(b)));
+        }
+        for (x, b) in tail.iter_mut().zip(&bias[body..]) {
+            *x += b;
+        }
+    }
+    let (head, tail) = row.split_at_mut(body);
+    let mut acc = _mm256_setzero_ps();
+    for x in head.chunks_exact(LANES) {
+        acc = _mm256_add_ps(acc, load(x));
+    }
+    let n = width as f32;
+    let mean = (hsum(acc) + tail.iter().sum::<f32>()) / n;
+    let m = splat(mean);
+    let mut acc = _mm256_setzero_ps();
+    for x in head.chunks_exact(LANES) {
+        let d = _mm256_sub_ps(load(x), m);
+        acc = _mm256_fmadd_ps(d, d, acc);
+    }
+    let var = (hsum(acc) + tail.iter().map(|x| (x - mean) * (x - mean)).sum::<f32>()) / n;
+    let inv = 1.0 / (var + norm.eps).sqrt();
+    let iv = splat(inv);
+    for ((x, g), b) in head
+        .chunks_exact_mut(LANES)
+        .zip(norm.gamma.chunks_exact(LANES))
+        .zip(norm.beta.chunks_exact(LANES))
+    {
+        let y = _mm256_mul_ps(_mm256_sub_ps(load(x), m), iv);
+        store(x, _mm256_fmadd_ps(y, load(g), load(b)));
+    }
+    for ((x, g), b) in tail
+        .iter_mut()
+        .zip(&norm.gamma[body..])
+        .zip(&norm.beta[body..])
+    {
+        *x = (*x - mean) * inv * g + b;
+    }
+}
+
+/// See [`super::Simd::softmax`].
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn softmax(rows: &mut [f32], width: usize) {
+    let c = Consts::new();
+    for row in rows.chunks_exact_mut(width) {
+        softmax_row(row, &c);
+    }
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn softmax_row(row: &mut [f32], c: &Consts) {
+    let body = row.len() - row.len() % LANES;
+    let (head, tail) = row.split_at_mut(body);
+    let mut vmax = splat(f32::NEG_INFINITY);
+    for x in head.chunks_exact(LANES) {
+        vmax = _mm256_max_ps(vmax, load(x));
+    }
+    let max = tail.iter().copied().fold(hmax(vmax), f32::max);
+    let m = splat(max);
+    let mut acc = _mm256_setzero_ps();
+    for x in head.chunks_exact_mut(LANES) {
+        let e = exp(_mm256_sub_ps(load(x), m), c);
+        acc = _mm256_add_ps(acc, e);
+        store(x, e);
+    }
+    let mut sum = hsum(acc);
+    for x in tail.iter_mut() {
+        *x = super::exp(*x - max);
+        sum += *x;
+    }
+    let inv = 1.0 / sum;
+    let iv = splat(inv);
+    for x in head.chunks_exact_mut(LANES) {
+        store(x, _mm256_mul_ps(load(x), iv));
+    }
+    for x in tail.iter_mut() {
+        *x *= inv;
+    }
+}

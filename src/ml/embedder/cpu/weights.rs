@@ -1,0 +1,148 @@
+//! The BERT weights as plain `f32` buffers, read through candle's `VarBuilder` under
+//! the checkpoint's own names (`embeddings.word_embeddings.weight`,
+//! `encoder.layer.{i}.attention.self.query.weight`, ..., optionally under `bert.`).
+//! Linear weights are stored transposed, `[in, out]`: gemm then reads them in the
+//! column order its kernel packs. Query, key and value sit side by side in one
+//! `[hidden, 3·hidden]` matrix, so one product projects all three.
+
+use candle_core::{DType, Result, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::Config;
+
+use super::matmul::{matmul, Mat, MatMut};
+
+/// A linear layer: `weight` is `[inp, out]` row-major.
+pub(super) struct Linear {
+    pub weight: Vec<f32>,
+    pub bias: Vec<f32>,
+    pub inp: usize,
+    pub out: usize,
+}
+
+impl Linear {
+    /// `y = x · W` (`y += x · W` when `accumulate`) for rows `x` (`inp` wide) into `y`
+    /// (`out` wide); the bias is left to the fused kernel that follows.
+    pub(super) fn product(&self, x: &[f32], y: &mut [f32], accumulate: bool) {
+        let rows = x.len() / self.inp;
+        let w = Mat::rows(&self.weight, self.inp, self.out, self.out);
+        let y = MatMut::rows(y, rows, self.out, self.out);
+        matmul(
+            y,
+            Mat::rows(x, rows, self.inp, self.inp),
+            w,
+            1.0,
+            accumulate,
+        );
+    }
+}
+
+/// A LayerNorm's scale and shift.
+pub(super) struct LayerNorm {
+    pub gamma: Vec<f32>,
+    pub beta: Vec<f32>,
+}
+
+/// One encoder layer.
+pub(super) struct Layer {
+    pub qkv: Linear,
+    pub attn_out: Linear,
+    pub attn_norm: LayerNorm,
+    pub ffn_in: Linear,
+    pub ffn_out: Linear,
+    pub ffn_norm: LayerNorm,
+}
+
+/// The whole encoder.
+pub(super) struct Weights {
+    /// `[vocab, hidden]`.
+    pub word: Vec<f32>,
+    /// `[max_positions, hidden]`.
+    pub position: Vec<f32>,
+    /// Token type 0's row (every input is one segment).
+    pub token_type: Vec<f32>,
+    pub embed_norm: LayerNorm,
+    pub layers: Vec<Layer>,
+}
+
+fn flat(t: Tensor) -> Result<Vec<f32>> {
+    t.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()
+}
+
+fn linear(vb: &VarBuilder, out: usize, inp: usize) -> Result<Linear> {
+    Ok(Linear {
+        weight: flat(vb.get((out, inp), "weight")?.t()?)?,
+        bias: flat(vb.get(out, "bias")?)?,
+        inp,
+        out,
+    })
+}
+
+fn layer_norm(vb: &VarBuilder, size: usize) -> Result<LayerNorm> {
+    Ok(LayerNorm {
+        gamma: flat(vb.get(size, "weight")?)?,
+        beta: flat(vb.get(size, "bias")?)?,
+    })
+}
+
+/// Side by side: row `r` of the result is row `r` of each of `parts` in turn.
+fn interleave(parts: &[Vec<f32>], width: usize) -> Vec<f32> {
+    let rows = parts.first().map_or(0, |p| p.len() / width);
+    (0..rows)
+        .flat_map(|r| {
+            parts
+                .iter()
+                .flat_map(move |p| &p[r * width..(r + 1) * width])
+        })
+        .copied()
+        .collect()
+}
+
+fn layer(vb: &VarBuilder, c: &Config) -> Result<Layer> {
+    let h = c.hidden_size;
+    let attn = vb.pp("attention");
+    let q = linear(&attn.pp("self.query"), h, h)?;
+    let k = linear(&attn.pp("self.key"), h, h)?;
+    let v = linear(&attn.pp("self.value"), h, h)?;
+    let qkv = Linear {
+        weight: interleave(&[q.weight, k.weight, v.weight], h),
+        bias: [q.bias, k.bias, v.bias].concat(),
+        inp: h,
+        out: 3 * h,
+    };
+    Ok(Layer {
+        qkv,
+        attn_out: linear(&attn.pp("output.dense"), h, h)?,
+        attn_norm: layer_norm(&attn.pp("output.LayerNorm"), h)?,
+        ffn_in: linear(&vb.pp("intermediate.dense"), c.intermediate_size, h)?,
+        ffn_out: linear(&vb.pp("output.dense"), h, c.intermediate_size)?,
+        ffn_norm: layer_norm(&vb.pp("output.LayerNorm"), h)?,
+    })
+}
+
+impl Weights {
+    /// Reads every tensor of the encoder, with or without the `model_type.` prefix
+    /// (as candle's `BertModel::load` accepts both).
+    pub(super) fn load(vb: &VarBuilder, c: &Config) -> Result<Self> {
+        let vb = if vb.contains_tensor("embeddings.word_embeddings.weight") {
+            vb.clone()
+        } else {
+            vb.pp(c.model_type.as_deref().unwrap_or("bert"))
+        };
+        let h = c.hidden_size;
+        let emb = vb.pp("embeddings");
+        let token_type = flat(emb.get((c.type_vocab_size, h), "token_type_embeddings.weight")?)?;
+        let layers = (0..c.num_hidden_layers)
+            .map(|i| layer(&vb.pp(format!("encoder.layer.{i}")), c))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self {
+            word: flat(emb.get((c.vocab_size, h), "word_embeddings.weight")?)?,
+            position: flat(emb.get((c.max_position_embeddings, h), "position_embeddings.weight")?)?,
+            token_type: token_type
+                .get(..h)
+                .map(<[f32]>::to_vec)
+                .ok_or_else(|| candle_core::Error::Msg("no token type embeddings".into()))?,
+            embed_norm: layer_norm(&emb.pp("LayerNorm"), h)?,
+            layers,
+        })
+    }
+}
