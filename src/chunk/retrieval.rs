@@ -269,7 +269,7 @@ fn split_words(b: &Budget<'_>, text: &str, budget: usize) -> Vec<String> {
 }
 
 /// Sentence spans: a cut after `.`, `!`, `?`, `؟` or `。` followed by whitespace.
-fn sentences(text: &str) -> Vec<&str> {
+pub fn sentences(text: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let mut start = 0;
     let mut prev_end = false;

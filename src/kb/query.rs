@@ -90,23 +90,13 @@ pub fn format_context(hits: &[SearchHit]) -> String {
         .join("\n\n")
 }
 
-/// Sentences of a passage (at `.`, `!`, `?`, `؟`, `。` followed by space, and line breaks).
+/// Sentences of a passage of at least three words (line breaks end sentences too).
 fn sentences(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
-        let mut start = 0;
-        let mut prev_end = false;
-        for (i, c) in line.char_indices() {
-            if prev_end && c.is_whitespace() {
-                out.push(line[start..i].trim().to_owned());
-                start = i;
-            }
-            prev_end = matches!(c, '.' | '!' | '?' | '؟' | '。');
-        }
-        out.push(line[start..].trim().to_owned());
-    }
-    out.retain(|s| s.split_whitespace().count() >= 3);
-    out
+    text.lines()
+        .flat_map(crate::chunk::sentences)
+        .filter(|s| s.split_whitespace().count() >= 3)
+        .map(str::to_owned)
+        .collect()
 }
 
 fn cosine(a: &[f32], b: &[f32]) -> f32 {

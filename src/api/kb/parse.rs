@@ -87,19 +87,14 @@ pub struct Formats {
     pub descriptions: BTreeMap<String, String>,
 }
 
-async fn job(
-    state: &AppState,
-    form: &mut Form,
-    describe_key: &str,
-    with_options: bool,
-) -> Result<ParseJob, ApiError> {
+/// The file and the parse options every /parse form shares.
+fn job(form: &mut Form, describe_key: &str, with_options: bool) -> Result<ParseJob, ApiError> {
     let file = form.one_file("file")?;
     let table_mode = if with_options {
         form.choice("table_mode", "fast", &["fast", "accurate"])?
     } else {
         "fast".into()
     };
-    let _ = state;
     Ok(ParseJob {
         filename: file.name,
         bytes: file.bytes,
@@ -140,7 +135,7 @@ pub async fn parse(
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Result<Json<ParseResult>, ApiError> {
     let mut form = Form::read(multipart, state.config.max_upload_bytes, 1).await?;
-    let job = job(&state, &mut form, "enable_image_description", true).await?;
+    let job = job(&mut form, "enable_image_description", true)?;
     let include_tables = form.bool("include_tables", true)?;
     let include_images = form.bool("include_images", true)?;
     // Validated for the contract; without an LLM the LLM-ready text is the clean Markdown.
@@ -191,7 +186,7 @@ pub async fn sections(
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Result<Json<SectionsResult>, ApiError> {
     let mut form = Form::read(multipart, state.config.max_upload_bytes, 1).await?;
-    let job = job(&state, &mut form, "enable_picture_description", true).await?;
+    let job = job(&mut form, "enable_picture_description", true)?;
     let mode = form.choice(
         "chunking_mode",
         "auto",
@@ -213,7 +208,7 @@ pub async fn sections_stream(
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let mut form = Form::read(multipart, state.config.max_upload_bytes, 1).await?;
-    let job = job(&state, &mut form, "enable_picture_description", true).await?;
+    let job = job(&mut form, "enable_picture_description", true)?;
     let rx = state.kb.parse_sections_stream(
         job,
         Sizes {
@@ -236,7 +231,7 @@ pub async fn sections_incremental(
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let mut form = Form::read(multipart, state.config.max_upload_bytes, 1).await?;
-    let job = job(&state, &mut form, "enable_picture_description", false).await?;
+    let job = job(&mut form, "enable_picture_description", false)?;
     let sizes = sizes(&form)?;
     let rx = state.kb.parse_sections_incremental(job, sizes);
     Ok(sse::respond(
