@@ -6,6 +6,13 @@
 #
 # Usage: scripts/bench_llm.sh [DIR]   (DIR keeps the GGUF files between runs)
 # RAGD_BENCH_NATIVE=1 builds with -C target-cpu=native (AVX2 kernels) in target/bench-native.
+# RAGD_BENCH_PP / RAGD_BENCH_TG (default 512 / 128): prompt and decode lengths. criterion
+# takes at least 11 runs of each (10 samples + warm-up); on a default x86-64 build
+# (scalar kernels, ~2-3 tok/s) pp512 alone then takes ~30 min per file, so shorter runs
+# (e.g. 64 / 16) are the practical choice there: candle processes a prompt row by row
+# (no batched quantized matmul), so its tok/s hardly depends on these lengths.
+# Each line also prints the load average (uptime) before and after: the figures are only
+# comparable on a quiet machine.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -29,23 +36,32 @@ if [ "${RAGD_BENCH_NATIVE:-0}" = 1 ]; then
 fi
 target="${CARGO_TARGET_DIR:-target}"
 
+pp="${RAGD_BENCH_PP:-512}"
+tg="${RAGD_BENCH_TG:-128}"
+export RAGD_BENCH_PP="$pp" RAGD_BENCH_TG="$tg"
+# Build first (niced: the machine may be shared), so that the runs below time only the bench.
+nice -n 5 cargo bench --quiet --bench llm --no-run >&2
+loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+
 summary=""
 for q in q8_0 q4_0; do
   f="$dir/qwen2-0.5b-shape-random-$q.gguf"
+  before=$(loadavg)
   RAGD_BENCH_GGUF="$f" RAGD_BENCH_THREADS=2 RAYON_NUM_THREADS=2 \
     cargo bench --quiet --bench llm -- --noplot >&2
-  line=$(python3 - "$target/criterion/llm" "$q" <<'PY'
+  after=$(loadavg)
+  line=$(python3 - "$target/criterion/llm" "$q" "$pp" "$tg" <<'PY'
 import json, sys, os
-base, q = sys.argv[1], sys.argv[2]
+base, q, pp, tg = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 out = [q]
-for name, n in (("pp512", 512), ("tg128", 128)):
+for name, n in ((f"pp{pp}", pp), (f"tg{tg}", tg)):
     est = json.load(open(os.path.join(base, name, "new", "estimates.json")))
     ns = est["mean"]["point_estimate"]
     out.append(f"{name} {n / (ns / 1e9):.1f} tok/s")
 print("  ".join(out))
 PY
 )
-  summary+="$line"$'\n'
+  summary+="$line  (load average before: $before; after: $after)"$'\n'
 done
 echo "ragd (candle), 2 threads:"
 printf '%s' "$summary"

@@ -1,6 +1,7 @@
 //! HTTP only: routing, extraction, auth and the mapping of results to the wire.
 //! Handlers are thin: extract, call one service method, map the result.
 
+pub mod assistant;
 pub mod auth;
 pub mod docs;
 pub mod error;
@@ -31,6 +32,7 @@ pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/", get(root))
         .nest("/api/v1", v1)
+        .nest("/api/method", assistant::routes())
         .merge(docs::routes())
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)

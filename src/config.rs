@@ -55,6 +55,46 @@ pub struct Config {
     pub max_zip_entries: usize,
     /// Most bytes all entries of one ZIP may expand to.
     pub max_zip_total_bytes: u64,
+    /// The LLM: a `.gguf` file (name under `models_dir`, or a path) (`RAGD_LLM_MODEL`).
+    /// Empty means the first `*.gguf` in `models_dir` or `models_dir/llm/`; `none` turns the
+    /// LLM off. No LLM means answers are extractive.
+    pub llm_model: String,
+    /// CPU threads of the LLM (`RAGD_LLM_THREADS`); default: every core.
+    pub llm_threads: Option<usize>,
+    /// Longest generated answer, in tokens (`RAGD_LLM_MAX_TOKENS`).
+    pub llm_max_tokens: usize,
+    /// Sampling temperature when a request does not set one (`RAGD_LLM_TEMPERATURE`).
+    pub llm_temperature: f64,
+    /// Secret of HS256 bearer tokens on the assistant API (`JWT_SECRET`); unset turns
+    /// bearer tokens off.
+    pub jwt_secret: Option<String>,
+    /// Seconds a pending high-risk action waits for confirmation (`RAGD_ACTION_TTL_SECS`).
+    pub action_ttl_secs: u64,
+    /// Chat and conversation requests per user per minute (`RAGD_RATE_LIMIT_CHAT`).
+    pub rate_limit_chat: u32,
+    /// Tool executions per user per minute (`RAGD_RATE_LIMIT_TOOLS`).
+    pub rate_limit_tools: u32,
+    /// Days a soft-deleted conversation is kept before it is purged.
+    pub conversation_retention_days: u64,
+    /// The time every expiry and window is measured by; tests move it.
+    pub clock: crate::time::Clock,
+    /// A generator supplied by a program embedding ragd (tests script the chat with one);
+    /// never set from files, environment or flags. When set, no GGUF file is loaded.
+    pub llm_override: GeneratorSlot,
+}
+
+/// An optional [`SharedGenerator`](crate::ml::llm::SharedGenerator) that `Config` can
+/// carry (it is `Debug` and `Clone`).
+#[derive(Clone, Default)]
+pub struct GeneratorSlot(pub Option<crate::ml::llm::SharedGenerator>);
+
+impl std::fmt::Debug for GeneratorSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Some(g) => write!(f, "GeneratorSlot({})", g.info().name),
+            None => f.write_str("GeneratorSlot(None)"),
+        }
+    }
 }
 
 /// How log lines are written.
@@ -92,6 +132,17 @@ impl Default for Config {
             max_bulk_files: 100,
             max_zip_entries: 1000,
             max_zip_total_bytes: 1024 * 1024 * 1024,
+            llm_model: String::new(),
+            llm_threads: None,
+            llm_max_tokens: 512,
+            llm_temperature: 0.3,
+            jwt_secret: None,
+            action_ttl_secs: 15 * 60,
+            rate_limit_chat: 100,
+            rate_limit_tools: 50,
+            conversation_retention_days: 30,
+            clock: crate::time::Clock::default(),
+            llm_override: GeneratorSlot::default(),
         }
     }
 }
@@ -123,6 +174,15 @@ pub struct Layer {
     pub max_bulk_files: Option<usize>,
     pub max_zip_entries: Option<usize>,
     pub max_zip_total_bytes: Option<u64>,
+    pub llm_model: Option<String>,
+    pub llm_threads: Option<usize>,
+    pub llm_max_tokens: Option<usize>,
+    pub llm_temperature: Option<f64>,
+    pub jwt_secret: Option<String>,
+    pub action_ttl_secs: Option<u64>,
+    pub rate_limit_chat: Option<u32>,
+    pub rate_limit_tools: Option<u32>,
+    pub conversation_retention_days: Option<u64>,
 }
 
 /// API keys as a TOML array or a comma-separated string.
@@ -211,6 +271,20 @@ impl Layer {
             max_bulk_files: parse("RAGD_MAX_BULK_FILES")?.map(|v| v as usize),
             max_zip_entries: parse("RAGD_MAX_ZIP_ENTRIES")?.map(|v| v as usize),
             max_zip_total_bytes: parse("RAGD_MAX_ZIP_TOTAL_BYTES")?,
+            llm_model: get("RAGD_LLM_MODEL"),
+            llm_threads: parse("RAGD_LLM_THREADS")?.map(|v| v as usize),
+            llm_max_tokens: parse("RAGD_LLM_MAX_TOKENS")?.map(|v| v as usize),
+            llm_temperature: get("RAGD_LLM_TEMPERATURE")
+                .map(|v| {
+                    v.parse::<f64>()
+                        .with_context(|| format!("RAGD_LLM_TEMPERATURE={v:?} is not a number"))
+                })
+                .transpose()?,
+            jwt_secret: get("JWT_SECRET").or_else(|| get("RAGD_JWT_SECRET")),
+            action_ttl_secs: parse("RAGD_ACTION_TTL_SECS")?,
+            rate_limit_chat: parse("RAGD_RATE_LIMIT_CHAT")?.map(|v| v as u32),
+            rate_limit_tools: parse("RAGD_RATE_LIMIT_TOOLS")?.map(|v| v as u32),
+            conversation_retention_days: parse("RAGD_CONVERSATION_RETENTION_DAYS")?,
         })
     }
 }
@@ -249,8 +323,21 @@ impl Config {
             task_workers,
             max_bulk_files,
             max_zip_entries,
-            max_zip_total_bytes
+            max_zip_total_bytes,
+            llm_model,
+            llm_max_tokens,
+            llm_temperature,
+            action_ttl_secs,
+            rate_limit_chat,
+            rate_limit_tools,
+            conversation_retention_days
         );
+        if let Some(t) = l.llm_threads {
+            self.llm_threads = Some(t);
+        }
+        if let Some(s) = l.jwt_secret {
+            self.jwt_secret = Some(s);
+        }
         if let Some(hosts) = l.scrape_allowed_hosts {
             self.scrape_allowed_hosts = hosts.into_vec();
         }
@@ -281,6 +368,18 @@ impl Config {
         if self.max_concurrent_parses == 0 {
             bail!("max_concurrent_parses must be at least 1");
         }
+        if self.llm_threads == Some(0) || self.llm_max_tokens == 0 {
+            bail!("llm_threads and llm_max_tokens must be at least 1");
+        }
+        if !(0.0..=2.0).contains(&self.llm_temperature) {
+            bail!(
+                "llm_temperature must be 0.0-2.0, got {}",
+                self.llm_temperature
+            );
+        }
+        if self.rate_limit_chat == 0 || self.rate_limit_tools == 0 || self.action_ttl_secs == 0 {
+            bail!("rate limits and action_ttl_secs must be at least 1");
+        }
         if self.host.trim().is_empty() {
             bail!("host must not be empty");
         }
@@ -306,6 +405,19 @@ impl Config {
         }
     }
 
+    /// The LLM's GGUF file, if one is configured or found.
+    pub fn llm_model_path(&self) -> Option<PathBuf> {
+        if self.llm_model.eq_ignore_ascii_case("none") {
+            return None;
+        }
+        if !self.llm_model.is_empty() {
+            return Some(self.model_path(&self.llm_model));
+        }
+        [self.models_dir.clone(), self.models_dir.join("llm")]
+            .iter()
+            .find_map(|dir| first_gguf(dir))
+    }
+
     /// pdfium's shared library.
     pub fn pdfium_library_path(&self) -> PathBuf {
         self.pdfium_library
@@ -317,6 +429,21 @@ impl Config {
     pub fn auth_enabled(&self) -> bool {
         !self.api_keys.is_empty()
     }
+}
+
+/// The first `*.gguf` file in `dir` by name, if any.
+fn first_gguf(dir: &Path) -> Option<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.is_file()
+                && p.extension()
+                    .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
+        })
+        .collect();
+    found.sort();
+    found.into_iter().next()
 }
 
 #[cfg(test)]

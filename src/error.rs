@@ -49,6 +49,7 @@ impl From<crate::ml::MlError> for Error {
         use crate::ml::MlError;
         match e {
             MlError::Overloaded => Self::Overloaded(e.to_string()),
+            MlError::InvalidInput(m) => Self::BadRequest(m),
             MlError::WorkerGone | MlError::Load(_) => Self::Unavailable(e.to_string()),
             MlError::Inference(_) => Self::Internal(anyhow::Error::new(e)),
         }

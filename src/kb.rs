@@ -1,6 +1,7 @@
 //! The knowledge-base service: ingestion, search, documents and health, over the
 //! store, the derived indexes and the embedder. No HTTP types here.
 
+pub mod answer;
 pub mod bulk;
 pub mod documents;
 pub mod fetch;
@@ -16,6 +17,7 @@ pub mod types;
 
 use std::sync::Arc;
 
+use crate::ml::llm::SharedGenerator;
 use crate::ml::reranker::RerankHandle;
 use crate::ml::EmbedHandle;
 use crate::parse::ParseOptions;
@@ -42,6 +44,19 @@ pub struct KnowledgeBase {
     timings: timings::StageTimes,
     /// The cross-encoder, when one is installed.
     reranker: Option<RerankHandle>,
+    /// The LLM, when one is installed; answers are extractive without it.
+    llm: Option<SharedGenerator>,
+    /// Answer length and temperature when a request does not say.
+    llm_defaults: LlmDefaults,
+}
+
+/// Generation settings of answers, from the configuration.
+#[derive(Debug, Clone, Copy)]
+pub struct LlmDefaults {
+    /// Longest answer, in tokens.
+    pub max_tokens: usize,
+    /// Temperature when the request sets none.
+    pub temperature: f64,
 }
 
 /// Everything a [`KnowledgeBase`] is built from.
@@ -54,6 +69,8 @@ pub struct KbParts {
     pub max_concurrent_parses: usize,
     pub fetch_policy: fetch::FetchPolicy,
     pub reranker: Option<RerankHandle>,
+    pub llm: Option<SharedGenerator>,
+    pub llm_defaults: LlmDefaults,
 }
 
 impl KnowledgeBase {
@@ -70,7 +87,19 @@ impl KnowledgeBase {
             fetch_policy: p.fetch_policy,
             timings: timings::StageTimes::default(),
             reranker: p.reranker,
+            llm: p.llm,
+            llm_defaults: p.llm_defaults,
         }
+    }
+
+    /// The LLM, when one is loaded.
+    pub fn llm(&self) -> Option<&SharedGenerator> {
+        self.llm.as_ref()
+    }
+
+    /// Answer length and temperature defaults.
+    pub fn llm_defaults(&self) -> LlmDefaults {
+        self.llm_defaults
     }
 
     /// The reranker, when one is loaded.

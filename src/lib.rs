@@ -5,6 +5,7 @@
 //! tantivy, only `parse` touches file formats.
 
 pub mod api;
+pub mod assistant;
 pub mod chunk;
 pub mod config;
 pub mod error;

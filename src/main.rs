@@ -22,6 +22,72 @@ struct Cli {
 enum Command {
     /// Serve the knowledge-base and assistant APIs.
     Serve(ServeArgs),
+    /// Manage assistant API users (works on the data directory; loads no models).
+    User(UserArgs),
+    /// Prepare models for an offline install (needs a connection; the server never does).
+    Models(ModelsArgs),
+}
+
+#[derive(Args)]
+struct ModelsArgs {
+    #[command(subcommand)]
+    action: ModelsAction,
+}
+
+#[derive(Subcommand)]
+enum ModelsAction {
+    /// Copy a model from the Hugging Face Hub into the models directory.
+    Pull {
+        /// Repository on the Hub, `owner/name`.
+        repo: String,
+        /// File to fetch (repeatable); default: the files ragd reads (a GGUF repo needs one).
+        #[arg(long = "file")]
+        files: Vec<String>,
+        /// Branch, tag or commit.
+        #[arg(long, default_value = "main")]
+        revision: String,
+        /// Models directory (default: ./models or RAGD_MODELS_DIR).
+        #[arg(long, env = "RAGD_MODELS_DIR", default_value = "models")]
+        models_dir: PathBuf,
+        /// Folder name under the models directory (default: the repo's name).
+        #[arg(long)]
+        name: Option<String>,
+    },
+}
+
+#[derive(Args)]
+struct UserArgs {
+    /// Configuration file (default: ./ragd.toml if present; or RAGD_CONFIG).
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    /// Data directory.
+    #[arg(long, global = true)]
+    data_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    action: UserAction,
+}
+
+#[derive(Subcommand)]
+enum UserAction {
+    /// Create a user; prints `<api_key>:<api_secret>` as the last line (shown once).
+    Add {
+        email: String,
+        /// Make the user an administrator.
+        #[arg(long)]
+        admin: bool,
+        /// Password (at least 8 characters); a random one is generated and printed if absent.
+        #[arg(long)]
+        password: Option<String>,
+        /// Display name.
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// List users.
+    List,
+    /// Remove a user.
+    Remove { email: String },
+    /// Issue a new API key and secret; prints `<api_key>:<api_secret>` as the last line.
+    ResetKey { email: String },
 }
 
 #[derive(Args)]
@@ -131,5 +197,97 @@ async fn main() -> anyhow::Result<()> {
                 .with_context(|| format!("binding {addr}"))?;
             ragd::run(config, listener, shutdown_signal()).await
         }
+        Command::User(args) => user_command(args).await,
+        Command::Models(args) => models_command(args).await,
     }
+}
+
+/// `ragd models pull ...`: fetches on a connected machine; prints each file written.
+async fn models_command(args: ModelsArgs) -> anyhow::Result<()> {
+    init_tracing(LogFormat::Text);
+    let ModelsAction::Pull {
+        repo,
+        files,
+        revision,
+        models_dir,
+        name,
+    } = args.action;
+    let folder = name.unwrap_or_else(|| repo.rsplit('/').next().unwrap_or(&repo).to_owned());
+    let request = ragd::ml::pull::PullRequest {
+        dest: models_dir.join(folder),
+        repo,
+        revision,
+        files,
+        token: std::env::var("HF_TOKEN").ok().filter(|t| !t.is_empty()),
+    };
+    let written =
+        tokio::task::spawn_blocking(move || ragd::ml::pull::pull(&request, true)).await??;
+    for path in written {
+        println!("{}", path.display());
+    }
+    Ok(())
+}
+
+/// `ragd user ...`: opens the database (running migrations) and nothing else.
+async fn user_command(args: UserArgs) -> anyhow::Result<()> {
+    use ragd::assistant::users::{NewUser, Users};
+    let config = load_config(&ServeArgs {
+        config: args.config.clone(),
+        data_dir: args.data_dir.clone(),
+        host: None,
+        port: None,
+        models_dir: None,
+        embedding_model: None,
+        api_keys: None,
+        log_format: None,
+    })?;
+    // Logs go to stderr: stdout carries only the command's output.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("warn"))
+        .with_writer(std::io::stderr)
+        .try_init();
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("creating data directory {}", config.data_dir.display()))?;
+    let store = ragd::store::Store::open(&config.data_dir.join("ragd.sqlite"))
+        .context("opening the database")?;
+    let users = Users::new(store, config.clock.clone(), config.jwt_secret.clone());
+    match args.action {
+        UserAction::Add {
+            email,
+            admin,
+            password,
+            name,
+        } => {
+            let generated = password.is_none();
+            let c = users
+                .create(NewUser {
+                    email,
+                    name,
+                    password,
+                    is_admin: admin,
+                })
+                .await?;
+            println!("created user {} (admin: {})", c.user.email, c.user.is_admin);
+            if generated {
+                println!("password: {}", c.password);
+            }
+            println!("{}:{}", c.api_key, c.api_secret);
+        }
+        UserAction::List => {
+            for u in users.list().await? {
+                let role = if u.is_admin { "admin" } else { "user" };
+                println!("{}\t{}\t{}\t{}", u.email, role, u.api_key, u.created_at);
+            }
+        }
+        UserAction::Remove { email } => {
+            users.remove(&email).await?;
+            println!("removed user {email}");
+        }
+        UserAction::ResetKey { email } => {
+            let (key, secret) = users.reset_key(&email).await?;
+            println!("new API key for {email} (the old one no longer works):");
+            println!("{key}:{secret}");
+        }
+    }
+    Ok(())
 }

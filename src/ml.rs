@@ -5,6 +5,7 @@ pub mod device;
 pub mod embed_worker;
 pub mod embedder;
 pub mod llm;
+pub mod pull;
 pub mod reranker;
 
 pub use embed_worker::{EmbedHandle, EmbedWorkerOptions};
@@ -22,6 +23,10 @@ pub enum MlError {
     /// The forward pass failed.
     #[error("inference failed: {0}")]
     Inference(String),
+    /// The request cannot run on this model (e.g. a prompt longer than its window); the
+    /// message is safe to show.
+    #[error("{0}")]
+    InvalidInput(String),
     /// The model's request queue is full.
     #[error("the model's request queue is full; retry shortly")]
     Overloaded,

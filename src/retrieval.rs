@@ -2,6 +2,7 @@
 //! rebuilt from SQLite at any time; each records the store generation it reflects.
 //! Nothing outside this module names usearch or tantivy.
 
+pub mod conversations;
 pub mod fulltext;
 pub mod fusion;
 pub mod vectors;

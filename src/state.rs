@@ -8,7 +8,8 @@ use anyhow::Context as _;
 use crate::config::Config;
 use crate::jobs::Jobs;
 use crate::kb::fetch::FetchPolicy;
-use crate::kb::{indexes, KbParts, KnowledgeBase};
+use crate::kb::{indexes, KbParts, KnowledgeBase, LlmDefaults};
+use crate::ml::llm::{LlmEngine, LlmHandle, LlmWorkerOptions, SharedGenerator};
 use crate::ml::reranker::{CrossEncoder, RerankHandle};
 use crate::ml::{device, BertEmbedder, EmbedHandle, EmbedWorkerOptions};
 use crate::parse::ParseOptions;
@@ -24,6 +25,7 @@ pub struct AppState {
     pub config: Arc<Config>,
     pub kb: Arc<KnowledgeBase>,
     pub jobs: Jobs,
+    pub assistant: Arc<crate::assistant::Assistant>,
     flusher: Arc<tokio::task::JoinHandle<()>>,
 }
 
@@ -54,6 +56,10 @@ impl AppState {
             )?;
 
             let reranker = load_reranker(&cfg)?;
+            let llm = match cfg.llm_override.0.clone() {
+                Some(g) => Some(g),
+                None => load_llm(&cfg)?,
+            };
             let (vectors, vdisk) = VectorIndex::open(&cfg.data_dir, dim)?;
             let (fulltext, fdisk) = FullTextIndex::open(&cfg.data_dir)?;
             indexes::reconcile(&store, &vectors, vdisk, &fulltext, fdisk).context("reconciling indexes")?;
@@ -74,6 +80,11 @@ impl AppState {
                     max_bytes: cfg.max_scrape_bytes,
                 },
                 reranker,
+                llm,
+                llm_defaults: LlmDefaults {
+                    max_tokens: cfg.llm_max_tokens,
+                    temperature: cfg.llm_temperature,
+                },
             }))
         })
         .await??;
@@ -85,10 +96,16 @@ impl AppState {
             &config.data_dir,
             config.task_workers,
         )?;
+        let assistant = Arc::new(crate::assistant::Assistant::open(
+            config.clone(),
+            kb.clone(),
+            jobs.clone(),
+        )?);
         Ok(Self {
             config,
             kb,
             jobs,
+            assistant,
             flusher: Arc::new(flusher),
         })
     }
@@ -100,6 +117,39 @@ impl AppState {
         self.kb.flush().await?;
         Ok(())
     }
+}
+
+/// The LLM when a GGUF file is configured or found under `models/`; a file that is there
+/// but cannot be loaded is a start-up error.
+fn load_llm(cfg: &Config) -> anyhow::Result<Option<SharedGenerator>> {
+    let Some(path) = cfg.llm_model_path() else {
+        tracing::info!(models = %cfg.models_dir.display(), "no LLM file; answers are extractive");
+        return Ok(None);
+    };
+    let started = std::time::Instant::now();
+    let engine = LlmEngine::load(&path, &device::best_device()).with_context(|| {
+        format!(
+            "loading the LLM from {} (set RAGD_LLM_MODEL or remove the file)",
+            path.display()
+        )
+    })?;
+    let info = engine.info().clone();
+    let handle = LlmHandle::spawn(
+        engine,
+        LlmWorkerOptions {
+            threads: cfg.llm_threads,
+            ..LlmWorkerOptions::default()
+        },
+    )?;
+    tracing::info!(
+        model = %info.name,
+        arch = info.arch.as_str(),
+        context = info.context_length,
+        file = %path.display(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "LLM loaded"
+    );
+    Ok(Some(Arc::new(handle)))
 }
 
 /// The cross-encoder when its folder holds a model; a model that is there but cannot be

@@ -1,9 +1,14 @@
 //! SQLite, the source of truth. Only this module speaks SQL. Every call runs on a
 //! blocking thread; writes go through one connection, reads through a small pool.
 
+pub mod actions;
 pub mod chunks;
+pub mod conversations;
 pub mod migrations;
+pub mod onboarding;
+pub mod settings;
 pub mod tasks;
+pub mod users;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

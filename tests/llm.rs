@@ -257,7 +257,7 @@ async fn the_context_window_bounds_prompt_and_answer() {
     let (pieces, done) = collect(h.generate(r).unwrap()).await;
     assert!(pieces.is_empty());
     match done {
-        LlmEvent::Error(MlError::Inference(msg)) => assert!(msg.contains("4096"), "{msg}"),
+        LlmEvent::Error(MlError::InvalidInput(msg)) => assert!(msg.contains("4096"), "{msg}"),
         other => panic!("expected an error, got {other:?}"),
     }
 }

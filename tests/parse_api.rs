@@ -2,35 +2,8 @@
 
 mod common;
 
-use common::{assert_error_body, TestServer};
+use common::{assert_error_body, sse_events, TestServer};
 use serde_json::Value;
-
-/// Reads a whole SSE response into (event, data) pairs, checking the wire format.
-async fn sse_events(r: reqwest::Response) -> Vec<(String, Value)> {
-    assert_eq!(r.status().as_u16(), 200);
-    assert!(r.headers()["content-type"]
-        .to_str()
-        .unwrap()
-        .starts_with("text/event-stream"));
-    let body = r.text().await.unwrap();
-    let mut out = Vec::new();
-    for msg in body.split("\n\n").filter(|m| !m.trim().is_empty()) {
-        let mut kind = None;
-        let mut data = None;
-        for line in msg.lines() {
-            if let Some(k) = line.strip_prefix("event: ") {
-                kind = Some(k.to_owned());
-            } else if let Some(d) = line.strip_prefix("data: ") {
-                data = Some(serde_json::from_str::<Value>(d).expect("data is JSON"));
-            }
-        }
-        if let (Some(k), Some(d)) = (kind, data) {
-            assert_eq!(d["event"], k.as_str(), "data carries its event kind");
-            out.push((k, d));
-        }
-    }
-    out
-}
 
 const PAGE: &str = r#"<html><head><title>Field Manual</title></head><body>
 <nav><a href="/">Home</a> | <a href="/about">About</a></nav>

@@ -3,9 +3,11 @@
 use std::time::Duration;
 
 use super::{Component, KnowledgeBase};
+use crate::ml::llm::{collect, GenerateRequest, Prompt};
 use crate::store::chunks as repo;
 
 const EMBED_PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+const LLM_PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl KnowledgeBase {
     /// Checks the embedder (a real embedding of a probe text) and the vector store
@@ -41,6 +43,52 @@ impl KnowledgeBase {
         };
         Component {
             name: "embedder".into(),
+            healthy,
+            detail,
+        }
+    }
+
+    /// The LLM: one greedy token of a probe prompt when one is loaded and idle (a busy one
+    /// is evidently working).
+    pub async fn check_llm(&self) -> Component {
+        let (healthy, detail) = match &self.llm {
+            None => (
+                false,
+                "no LLM model file is installed; answers are extractive".to_owned(),
+            ),
+            Some(llm) if llm.in_flight() > 0 => (
+                true,
+                format!(
+                    "{} is generating ({} requests)",
+                    llm.info().name,
+                    llm.in_flight()
+                ),
+            ),
+            Some(llm) => {
+                let mut request = GenerateRequest::new(Prompt::Text("Health check:".into()));
+                request.params.max_tokens = 1;
+                request.params.temperature = 0.0;
+                let probe = collect(llm.as_ref(), request, |_| {});
+                match tokio::time::timeout(LLM_PROBE_TIMEOUT, probe).await {
+                    Ok(Ok(_)) => (
+                        true,
+                        format!(
+                            "{} ({}, {} tokens of context) generated a probe token",
+                            llm.info().name,
+                            llm.info().arch.as_str(),
+                            llm.info().context_length
+                        ),
+                    ),
+                    Ok(Err(e)) => (false, e.to_string()),
+                    Err(_) => (
+                        false,
+                        format!("no answer within {}s", LLM_PROBE_TIMEOUT.as_secs()),
+                    ),
+                }
+            }
+        };
+        Component {
+            name: "llm".into(),
             healthy,
             detail,
         }

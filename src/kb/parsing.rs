@@ -1,6 +1,7 @@
 //! Parsing without storing: `/parse`, `/parse/sections` and their streaming variants.
 //! Parsing runs on blocking threads, a bounded number at a time.
 
+use super::answer::{SUMMARY_MAX_CHARS, SUMMARY_MAX_FILE_BYTES};
 use std::ops::ControlFlow;
 
 use serde::Serialize;
@@ -169,13 +170,17 @@ impl KnowledgeBase {
         Ok((name, format, doc))
     }
 
-    /// `/parse`: the cleaned text, tables, images, full text and LLM-ready Markdown.
+    /// `/parse`: the cleaned text, tables, images, full text and LLM-ready text (the
+    /// LLM's summary when `summarize` and an LLM is loaded and the file is small enough,
+    /// else the clean Markdown).
     pub async fn parse_file(
         &self,
         job: ParseJob,
         include_tables: bool,
         include_images: bool,
+        summarize: bool,
     ) -> Result<ParseResult> {
+        let file_bytes = job.bytes.len();
         let (name, _, doc) = self.parse_clean(&job).await?;
         let cleaned_text = doc
             .blocks
@@ -191,6 +196,19 @@ impl KnowledgeBase {
         }));
         let tables = render::tables_of(&doc.blocks, 0);
         let images = render::images_of(&doc.blocks, 0);
+        let markdown = render::to_markdown(&doc);
+        let summary = if summarize
+            && file_bytes <= SUMMARY_MAX_FILE_BYTES
+            && cleaned_text.chars().count() <= SUMMARY_MAX_CHARS
+        {
+            self.summarize_markdown(&markdown).await?
+        } else {
+            None
+        };
+        let (llm_ready, llm_ready_mode) = match summary {
+            Some(s) => (s, "llm_summary"),
+            None => (markdown, "markdown"),
+        };
         Ok(ParseResult {
             success: true,
             format: parse::extension_of(&name),
@@ -204,9 +222,8 @@ impl KnowledgeBase {
             tables,
             images_count: images.len(),
             images,
-            // No LLM in this build: the LLM-ready text is the document's clean Markdown.
-            llm_ready: render::to_markdown(&doc),
-            llm_ready_mode: "markdown".into(),
+            llm_ready,
+            llm_ready_mode: llm_ready_mode.into(),
             full_text,
         })
     }

@@ -1,12 +1,16 @@
-//! `/query`: retrieve, format the context, answer. With no LLM the answer is extractive:
-//! the passages' sentences closest to the question (by the embedder), each cited with
-//! its source number, and `answer_mode` says so.
+//! `/query`: retrieve, format the context, answer. With an LLM the answer is generated
+//! from the passages that fit its window (see `answer`); with none it is extractive: the
+//! passages' sentences closest to the question (by the embedder), each cited with its
+//! source number. `answer_mode` says which.
 
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use tokio::sync::mpsc;
+
+use super::answer::GenerateAnswer;
 use super::search::{searchable, Retrieved, SearchParams};
 use super::{KnowledgeBase, SearchHit};
 use crate::error::Result;
@@ -19,7 +23,7 @@ pub struct QueryParams {
     pub initial_k: usize,
     pub include_timing: bool,
     pub include_context: bool,
-    pub temperature: Option<f32>,
+    pub temperature: Option<f64>,
 }
 
 /// A source of the answer.
@@ -105,8 +109,18 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
 
 impl KnowledgeBase {
     /// Answers a question from the knowledge base.
-    #[tracing::instrument(skip_all, fields(top_k = p.top_k, initial_k = p.initial_k))]
     pub async fn query(&self, p: QueryParams) -> Result<QueryResponse> {
+        self.query_streaming(p, None).await
+    }
+
+    /// Answers a question, sending each piece of a generated answer to `sink` as it comes
+    /// (an extractive answer arrives as one piece). A closed sink stops the generation.
+    #[tracing::instrument(skip_all, fields(top_k = p.top_k, initial_k = p.initial_k))]
+    pub async fn query_streaming(
+        &self,
+        p: QueryParams,
+        sink: Option<&mpsc::Sender<String>>,
+    ) -> Result<QueryResponse> {
         let started = Instant::now();
         let Retrieved {
             hits,
@@ -121,12 +135,42 @@ impl KnowledgeBase {
                 mode: Default::default(),
             })
             .await?;
-        let formatting = Instant::now();
-        let context = format_context(&hits);
-        let context_formatting = formatting.elapsed();
         let generating = Instant::now();
-        let answer = self.extractive_answer(&p.question, &hits).await?;
-        let llm_generation = generating.elapsed();
+        let generated = self
+            .generate_answer(GenerateAnswer {
+                question: &p.question,
+                hits: &hits,
+                temperature: p.temperature,
+                sink,
+            })
+            .await?;
+        let (answer, context, context_formatting, llm_generation, mode) = match generated {
+            Some(g) => (
+                g.generated.text,
+                g.context,
+                g.formatting,
+                generating.elapsed().saturating_sub(g.formatting),
+                "generative",
+            ),
+            None => {
+                let formatting = Instant::now();
+                let context = format_context(&hits);
+                let context_formatting = formatting.elapsed();
+                let generating = Instant::now();
+                let answer = self.extractive_answer(&p.question, &hits).await?;
+                if let Some(sink) = sink {
+                    // The whole answer is one piece; a closed sink changes nothing now.
+                    let _ = sink.send(answer.clone()).await;
+                }
+                (
+                    answer,
+                    context,
+                    context_formatting,
+                    generating.elapsed(),
+                    "extractive",
+                )
+            }
+        };
         let secs = |d: Duration| d.as_secs_f64();
         let timing = Timing {
             embedding: secs(embedding),
@@ -140,7 +184,7 @@ impl KnowledgeBase {
         tracing::info!(
             sources = hits.len(),
             total_ms = started.elapsed().as_millis() as u64,
-            mode = "extractive",
+            mode,
             "answered"
         );
         Ok(QueryResponse {
@@ -158,7 +202,7 @@ impl KnowledgeBase {
                 .collect(),
             timing: p.include_timing.then_some(timing),
             context_used: p.include_context.then_some(context),
-            answer_mode: "extractive".into(),
+            answer_mode: mode.into(),
         })
     }
 

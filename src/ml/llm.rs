@@ -22,16 +22,19 @@
 pub mod detok;
 pub mod engine;
 pub mod filter;
+pub mod generator;
 pub mod model;
 pub mod sampler;
 pub mod stop;
 pub mod template;
 pub mod tiny;
 pub mod tokenizer;
+pub mod tool_grammar;
 pub mod worker;
 
 pub use engine::{Completion, LlmEngine};
 pub use filter::{DigitsOnly, TokenFilter, Vocabulary};
+pub use generator::{collect, Generated, Generator, SharedGenerator};
 pub use model::{Arch, ModelInfo};
 pub use template::ChatTemplate;
 pub use tokenizer::LlmTokenizer;

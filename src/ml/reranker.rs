@@ -170,15 +170,55 @@ impl RerankHandle {
     }
 }
 
+/// Layer sizes of a random cross-encoder written by [`write_random_cross_encoder_shaped`].
+#[derive(Debug, Clone, Copy)]
+pub struct CrossEncoderShape {
+    /// Hidden size.
+    pub hidden: usize,
+    /// Transformer layers.
+    pub layers: usize,
+    /// Attention heads (must divide `hidden`).
+    pub heads: usize,
+    /// Feed-forward size.
+    pub intermediate: usize,
+}
+
+impl CrossEncoderShape {
+    /// A tiny model for fast tests.
+    pub const TINY: Self = Self {
+        hidden: 32,
+        layers: 2,
+        heads: 2,
+        intermediate: 64,
+    };
+    /// The shape of cross-encoder/ms-marco-MiniLM-L-6-v2, for benches.
+    pub const MINILM_L6: Self = Self {
+        hidden: 384,
+        layers: 6,
+        heads: 12,
+        intermediate: 1536,
+    };
+}
+
 /// Writes a cross-encoder with random weights in the real file layout (config.json,
 /// model.safetensors; the tokenizer is copied from `tokenizer_json`): for tests and
 /// benches of the real loading and inference code.
 pub fn write_random_cross_encoder(dir: &Path, tokenizer_json: &Path) -> Result<(), MlError> {
+    write_random_cross_encoder_shaped(dir, tokenizer_json, CrossEncoderShape::TINY)
+}
+
+/// [`write_random_cross_encoder`] with the given layer sizes (BERT uncased vocabulary).
+pub fn write_random_cross_encoder_shaped(
+    dir: &Path,
+    tokenizer_json: &Path,
+    shape: CrossEncoderShape,
+) -> Result<(), MlError> {
     std::fs::create_dir_all(dir).map_err(|e| MlError::Load(e.to_string()))?;
     let config = serde_json::json!({
         "architectures": ["BertForSequenceClassification"], "model_type": "bert",
-        "vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
-        "intermediate_size": 64, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+        "vocab_size": 30522, "hidden_size": shape.hidden,
+        "num_hidden_layers": shape.layers, "num_attention_heads": shape.heads,
+        "intermediate_size": shape.intermediate, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
         "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 512, "type_vocab_size": 2,
         "initializer_range": 0.02, "layer_norm_eps": 1e-12, "pad_token_id": 0, "num_labels": 1,
         "position_embedding_type": "absolute"
@@ -193,8 +233,8 @@ pub fn write_random_cross_encoder(dir: &Path, tokenizer_json: &Path) -> Result<(
     let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
     // Loading through a VarMap creates every tensor the model asks for, randomly initialised.
     BertModel::load(vb.pp("bert"), &cfg)?;
-    linear(32, 32, vb.pp("bert.pooler.dense"))?;
-    linear(32, 1, vb.pp("classifier"))?;
+    linear(shape.hidden, shape.hidden, vb.pp("bert.pooler.dense"))?;
+    linear(shape.hidden, 1, vb.pp("classifier"))?;
     varmap.save(dir.join("model.safetensors"))?;
     Ok(())
 }

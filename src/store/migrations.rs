@@ -60,6 +60,10 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX tasks_status_created ON tasks(status, created_at);
     CREATE INDEX tasks_created ON tasks(created_at);
     "#,
+    // 3: assistant users, login sessions, settings and onboarding sessions.
+    include_str!("migrations/0003_users_settings.sql"),
+    // 4: conversations, messages and pending actions.
+    include_str!("migrations/0004_conversations_actions.sql"),
 ];
 
 /// Applies every migration newer than the database's `user_version`, each in its own

@@ -45,6 +45,8 @@ pub fn test_config(data_dir: &Path) -> Config {
         port: 0,
         data_dir: data_dir.to_owned(),
         models_dir: models_dir(),
+        // Tests that want an LLM name a tiny one; none is picked up from models/.
+        llm_model: "none".into(),
         ..Config::default()
     }
 }
@@ -230,4 +232,234 @@ pub fn assert_error_body(status: u16, body: &Value, expected: u16) {
         body["timestamp"].as_str().is_some_and(|s| s.len() >= 19),
         "body: {body}"
     );
+}
+
+// ---- Assistant API (/api/method) helpers ----
+
+/// How an assistant API request authenticates.
+#[derive(Debug, Clone)]
+pub enum Auth {
+    /// A guest.
+    None,
+    /// `Authorization: token <key:secret>`.
+    Token(String),
+    /// `Authorization: Bearer <jwt>`.
+    Bearer(String),
+    /// The `sid` cookie of `login`.
+    Session(String),
+}
+
+/// Status, JSON body and headers of one assistant API call.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub body: Value,
+    pub headers: reqwest::header::HeaderMap,
+}
+
+impl Reply {
+    /// Asserts a success envelope and returns `message.data`.
+    pub fn data(&self) -> &Value {
+        assert_eq!(self.status, 200, "body: {}", self.body);
+        assert_eq!(self.body["message"]["success"], true, "body: {}", self.body);
+        &self.body["message"]["data"]
+    }
+
+    /// Asserts an error envelope with this status and returns its `exc_type`.
+    pub fn error(&self, status: u16) -> String {
+        assert_eq!(self.status, status, "body: {}", self.body);
+        let m = &self.body["message"];
+        assert_eq!(m["success"], false, "body: {}", self.body);
+        assert!(m["data"].is_null(), "body: {}", self.body);
+        assert_eq!(m["tokens_used"]["total"], 0, "body: {}", self.body);
+        let kind = m["error"]["type"].as_str().expect("error.type").to_owned();
+        assert!(m["error"]["detail"].as_str().is_some_and(|d| !d.is_empty()));
+        assert_eq!(self.body["exc_type"], kind.as_str(), "body: {}", self.body);
+        kind
+    }
+
+    /// A response header as text.
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    }
+}
+
+/// Creates a user directly on `data_dir`'s database (the server may or may not be
+/// running); returns `"<api_key>:<api_secret>"`.
+pub async fn create_user(data_dir: &Path, email: &str, password: &str, admin: bool) -> String {
+    use ragd::assistant::users::{NewUser, Users};
+    std::fs::create_dir_all(data_dir).unwrap();
+    let store = ragd::store::Store::open(&data_dir.join("ragd.sqlite")).unwrap();
+    let users = Users::new(store, ragd::time::Clock::default(), None);
+    let c = users
+        .create(NewUser {
+            email: email.into(),
+            name: None,
+            password: Some(password.into()),
+            is_admin: admin,
+        })
+        .await
+        .unwrap();
+    format!("{}:{}", c.api_key, c.api_secret)
+}
+
+impl TestServer {
+    /// Calls `/api/method/<op>` (`op` like `assistant.api.get_config` or `login`): GET
+    /// sends `params` as the query string, other methods as a JSON body.
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        op: &str,
+        params: &Value,
+        auth: &Auth,
+    ) -> Reply {
+        let url = self.url(&format!("/api/method/{op}"));
+        let mut req = self.client.request(method.clone(), url);
+        if method == reqwest::Method::GET {
+            let pairs: Vec<(String, String)> = params
+                .as_object()
+                .map(|o| {
+                    o.iter()
+                        .map(|(k, v)| {
+                            let s = match v {
+                                Value::String(s) => s.clone(),
+                                other => other.to_string(),
+                            };
+                            (k.clone(), s)
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            req = req.query(&pairs);
+        } else {
+            req = req.json(params);
+        }
+        self.send_reply(with_auth(req, auth)).await
+    }
+
+    /// Sends a prepared request and collects the reply.
+    pub async fn send_reply(&self, req: reqwest::RequestBuilder) -> Reply {
+        let r = req.send().await.unwrap();
+        let status = r.status().as_u16();
+        let headers = r.headers().clone();
+        let body = r.json().await.unwrap_or(Value::Null);
+        Reply {
+            status,
+            body,
+            headers,
+        }
+    }
+
+    /// Logs in with `usr`/`pwd` and returns the `sid` cookie's value.
+    pub async fn login(&self, email: &str, password: &str) -> String {
+        let r = self
+            .call(
+                reqwest::Method::POST,
+                "login",
+                &serde_json::json!({"usr": email, "pwd": password}),
+                &Auth::None,
+            )
+            .await;
+        r.data();
+        let cookie = r.header("set-cookie").expect("set-cookie");
+        cookie
+            .split(';')
+            .next()
+            .and_then(|kv| kv.strip_prefix("sid="))
+            .expect("sid cookie")
+            .to_owned()
+    }
+}
+
+/// Adds `auth` to a request.
+pub fn with_auth(req: reqwest::RequestBuilder, auth: &Auth) -> reqwest::RequestBuilder {
+    match auth {
+        Auth::None => req,
+        Auth::Token(t) => req.header("Authorization", format!("token {t}")),
+        Auth::Bearer(t) => req.header("Authorization", format!("Bearer {t}")),
+        Auth::Session(sid) => req.header("Cookie", format!("sid={sid}")),
+    }
+}
+
+/// Reads a whole SSE response into (event, data) pairs, checking the wire format.
+pub async fn sse_events(r: reqwest::Response) -> Vec<(String, Value)> {
+    assert_eq!(r.status().as_u16(), 200);
+    assert!(r.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    let body = r.text().await.unwrap();
+    let mut out = Vec::new();
+    for msg in body.split("\n\n").filter(|m| !m.trim().is_empty()) {
+        let mut kind = None;
+        let mut data = None;
+        for line in msg.lines() {
+            if let Some(k) = line.strip_prefix("event: ") {
+                kind = Some(k.to_owned());
+            } else if let Some(d) = line.strip_prefix("data: ") {
+                data = Some(serde_json::from_str::<Value>(d).expect("data is JSON"));
+            }
+        }
+        if let (Some(k), Some(d)) = (kind, data) {
+            assert_eq!(d["event"], k.as_str(), "data carries its event kind");
+            out.push((k, d));
+        }
+    }
+    out
+}
+
+// ---- In-process access to the services (conversation tests seed messages directly) ----
+
+impl TestServer {
+    /// Like [`start_with`](Self::start_with), also returning the running server's
+    /// `AppState`, for tests that call services with no HTTP operation of their own (e.g.
+    /// appending messages the way the chat engine does).
+    pub async fn start_with_state(config: Config) -> (Self, ragd::AppState) {
+        let _ = tracing_subscriber_init();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().unwrap();
+        let data_dir = config.data_dir.clone();
+        let state = ragd::AppState::build(config).await.expect("build state");
+        let app = ragd::api::app(state.clone());
+        let (tx, rx) = oneshot::channel::<()>();
+        let served = state.clone();
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = rx.await;
+                })
+                .await?;
+            served.shutdown().await?;
+            Ok(())
+        });
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(120))
+            .build()
+            .unwrap();
+        let server = Self {
+            base: format!("http://{addr}"),
+            client,
+            data_dir,
+            stop: Some(tx),
+            task: Some(task),
+        };
+        (server, state)
+    }
+}
+
+/// The user id behind `"<api_key>:<api_secret>"`.
+pub async fn user_id(state: &ragd::AppState, credentials: &str) -> String {
+    let (key, secret) = credentials.split_once(':').expect("key:secret");
+    state
+        .assistant
+        .users
+        .by_api_key(key, secret)
+        .await
+        .expect("valid credentials")
+        .id
 }

@@ -58,12 +58,11 @@ pub async fn health() -> Json<Health> {
 #[utoipa::path(get, path = "/api/v1/health/ready", tag = "health", responses((status = 200, body = Ready)))]
 pub async fn ready(State(state): State<AppState>) -> Json<Ready> {
     let mut components = state.kb.health_components().await;
-    let ready = components.iter().all(|c| c.healthy);
-    components.push(Component {
-        name: "llm".into(),
-        healthy: false,
-        detail: "no LLM model file is configured; answers are extractive".into(),
-    });
+    let llm = state.kb.check_llm().await;
+    // The LLM is optional (answers are extractive without one), but one that is loaded
+    // and fails its probe makes the server not ready.
+    let ready = components.iter().all(|c| c.healthy) && (llm.healthy || state.kb.llm().is_none());
+    components.push(llm);
     components.push(state.kb.check_reranker().await);
     Json(Ready {
         ready,
@@ -82,7 +81,11 @@ pub async fn stats(State(state): State<AppState>) -> Result<Json<Stats>, ApiErro
         vector_store_path: s.vector_store_path,
         collection_name: state.config.collection_name.clone(),
         embedding_model: s.embedding_model,
-        llm_model: "none".into(),
+        llm_model: state
+            .kb
+            .llm()
+            .map(|g| g.info().name.clone())
+            .unwrap_or_else(|| "none".into()),
         reranker_enabled: state.kb.reranker().is_some(),
         api_auth_enabled: state.config.auth_enabled(),
         ingestion: state.kb.stage_times(),

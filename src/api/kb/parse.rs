@@ -138,12 +138,13 @@ pub async fn parse(
     let job = job(&mut form, "enable_image_description", true)?;
     let include_tables = form.bool("include_tables", true)?;
     let include_images = form.bool("include_images", true)?;
-    // Validated for the contract; without an LLM the LLM-ready text is the clean Markdown.
-    let _summarize = form.bool("summarize_llm_ready", true)?;
+    // Without an LLM (or above the contract's size limits) the LLM-ready text is the
+    // clean Markdown; `llm_ready_mode` says which.
+    let summarize = form.bool("summarize_llm_ready", true)?;
     Ok(Json(
         state
             .kb
-            .parse_file(job, include_tables, include_images)
+            .parse_file(job, include_tables, include_images, summarize)
             .await?,
     ))
 }

@@ -106,10 +106,10 @@ impl LlmEngine {
         let prompt_ids = tokenizer.encode_prompt(&prompt)?;
         let window = self.info.context_length;
         if prompt_ids.is_empty() {
-            return Err(MlError::Inference("the prompt is empty".into()));
+            return Err(MlError::InvalidInput("the prompt is empty".into()));
         }
         if prompt_ids.len() >= window {
-            return Err(MlError::Inference(format!(
+            return Err(MlError::InvalidInput(format!(
                 "the prompt is {} tokens; the model's context window holds {window} (prompt and answer together)",
                 prompt_ids.len()
             )));

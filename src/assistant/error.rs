@@ -1,0 +1,47 @@
+//! The assistant's error type; `api::assistant` maps it to the envelope of DECISIONS.md.
+
+/// Every way an assistant operation fails, with the HTTP status it maps to.
+#[derive(Debug, thiserror::Error)]
+pub enum AssistantError {
+    /// 400: invalid parameters.
+    #[error("{0}")]
+    BadRequest(String),
+    /// 401: no or bad credentials.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// 403: authenticated but not allowed.
+    #[error("{0}")]
+    Forbidden(String),
+    /// 404: unknown id, or another user's record.
+    #[error("{0}")]
+    NotFound(String),
+    /// 409: a state conflict (e.g. confirming an action twice).
+    #[error("{0}")]
+    Conflict(String),
+    /// 429: over the rate limit; retry after this many seconds.
+    #[error("rate limit exceeded; retry in {retry_after} s")]
+    RateLimited {
+        /// Seconds until the window resets.
+        retry_after: u64,
+    },
+    /// 503: a needed service is overloaded or missing.
+    #[error("{0}")]
+    Unavailable(String),
+    /// 500: details are logged, never sent.
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl From<crate::error::Error> for AssistantError {
+    fn from(e: crate::error::Error) -> Self {
+        use crate::error::Error as E;
+        match e {
+            E::BadRequest(m) => Self::BadRequest(m),
+            E::NotFound(m) => Self::NotFound(m),
+            E::Conflict(m) => Self::Conflict(m),
+            E::TooLarge(m) => Self::BadRequest(m),
+            E::Overloaded(m) | E::Unavailable(m) => Self::Unavailable(m),
+            other => Self::Internal(anyhow::Error::new(other)),
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! Generative answers: the retrieved passages fitted to the LLM's window, a prompt that
+//! makes the model answer from them and cite them by number, and the generation itself
+//! (streamed piece by piece to an optional sink).
+
+use tokio::sync::mpsc;
+
+use super::query::format_context;
+use super::{KnowledgeBase, SearchHit};
+use crate::error::{Error, Result};
+use crate::ml::llm::{ChatMessage, GenerateRequest, Generated, Generator, LlmEvent, Prompt, Role};
+
+/// The instructions every generative answer is given.
+pub const SYSTEM_PROMPT: &str = "You answer questions using only the numbered sources \
+the user gives you. Cite the sources you use with their numbers in square brackets, \
+like [1] or [2][3], right after the statement they support. If the sources do not hold \
+the answer, say that the knowledge base does not contain it. Answer in the language of \
+the question, briefly and precisely.";
+
+/// Tokens kept free beside the prompt's own count (template tokens counted apart).
+const SAFETY_TOKENS: usize = 16;
+/// A passage is cut rather than dropped when at least this many tokens still fit.
+const MIN_PARTIAL_TOKENS: usize = 48;
+
+/// A prompt with the passages that fit in it.
+#[derive(Debug, Clone)]
+pub struct FittedPrompt {
+    /// What the model continues.
+    pub prompt: Prompt,
+    /// The numbered context as the model sees it.
+    pub context: String,
+    /// Passages used (whole or cut), a prefix of the retrieved ones.
+    pub passages_used: usize,
+    /// Most tokens the answer may have.
+    pub max_tokens: usize,
+}
+
+fn user_message(question: &str, context: &str) -> String {
+    if context.is_empty() {
+        format!("Sources: none were found.\n\nQuestion: {question}")
+    } else {
+        format!("Sources:\n\n{context}\n\nQuestion: {question}")
+    }
+}
+
+fn chat(question: &str, context: &str) -> Prompt {
+    Prompt::Chat(vec![
+        ChatMessage::new(Role::System, SYSTEM_PROMPT),
+        ChatMessage::new(Role::User, user_message(question, context)),
+    ])
+}
+
+/// Fits as many passages (best first) as the window holds beside the question, the
+/// instructions and `max_tokens` of answer; the last one that does not fit whole is cut
+/// at a token boundary when enough room is left. The answer's room shrinks to half the
+/// window when the question alone would not leave it.
+pub fn fit_prompt(
+    llm: &dyn Generator,
+    question: &str,
+    hits: &[SearchHit],
+    max_tokens: usize,
+) -> Result<FittedPrompt> {
+    let window = llm.info().context_length;
+    let overhead = llm.count_prompt_tokens(&chat(question, ""))? + SAFETY_TOKENS;
+    if overhead >= window {
+        return Err(Error::bad_request(format!(
+            "the question is {overhead} tokens with the instructions; the model's window is {window}"
+        )));
+    }
+    let max_tokens = max_tokens.min((window - overhead) / 2).max(1);
+    let mut budget = window - overhead - max_tokens;
+    let mut used: Vec<SearchHit> = Vec::new();
+    for hit in hits {
+        // The passage as it appears in the context, with its number and label.
+        let numbered = format_context(std::slice::from_ref(hit));
+        let cost = llm.count_tokens(&numbered) + 2;
+        if cost <= budget {
+            budget -= cost;
+            used.push(hit.clone());
+            continue;
+        }
+        if budget >= MIN_PARTIAL_TOKENS {
+            let label_cost = cost.saturating_sub(llm.count_tokens(&hit.text));
+            let keep = budget.saturating_sub(label_cost + 2);
+            if keep >= MIN_PARTIAL_TOKENS / 2 {
+                let mut cut = hit.clone();
+                cut.text = truncate_tokens(llm, &hit.text, keep);
+                used.push(cut);
+            }
+        }
+        break;
+    }
+    let context = format_context(&used);
+    Ok(FittedPrompt {
+        prompt: chat(question, &context),
+        context,
+        passages_used: used.len(),
+        max_tokens,
+    })
+}
+
+/// The longest prefix of `text` (cut at a word boundary) of at most `tokens` tokens.
+fn truncate_tokens(llm: &dyn Generator, text: &str, tokens: usize) -> String {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let (mut lo, mut hi) = (0usize, words.len());
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if llm.count_tokens(&words[..mid].join(" ")) < tokens {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    format!("{} …", words[..lo].join(" "))
+}
+
+/// How one generative answer runs.
+pub struct GenerateAnswer<'a> {
+    /// The question.
+    pub question: &'a str,
+    /// Retrieved passages, best first.
+    pub hits: &'a [SearchHit],
+    /// Temperature override.
+    pub temperature: Option<f64>,
+    /// Receives each piece of the answer as it is generated; when it is closed the
+    /// generation stops.
+    pub sink: Option<&'a mpsc::Sender<String>>,
+}
+
+/// A generated answer with the context it was drawn from.
+pub struct GeneratedAnswer {
+    /// The model's output.
+    pub generated: Generated,
+    /// The context given to the model.
+    pub context: String,
+    /// Passages that fit.
+    pub passages_used: usize,
+    /// Time spent fitting the passages and building the prompt.
+    pub formatting: std::time::Duration,
+}
+
+impl KnowledgeBase {
+    /// Answers from `hits` with the LLM; `Ok(None)` when no LLM is loaded.
+    pub async fn generate_answer(&self, a: GenerateAnswer<'_>) -> Result<Option<GeneratedAnswer>> {
+        let Some(llm) = self.llm.clone() else {
+            return Ok(None);
+        };
+        let started = std::time::Instant::now();
+        let defaults = self.llm_defaults;
+        let (question, hits) = (a.question.to_owned(), a.hits.to_vec());
+        let llm2 = llm.clone();
+        let fitted = tokio::task::spawn_blocking(move || {
+            fit_prompt(llm2.as_ref(), &question, &hits, defaults.max_tokens)
+        })
+        .await??;
+        let formatting = started.elapsed();
+        let mut request = GenerateRequest::new(fitted.prompt);
+        request.params.max_tokens = fitted.max_tokens;
+        request.params.temperature = a.temperature.unwrap_or(defaults.temperature);
+        let mut rx = llm.generate(request)?;
+        let mut text = String::new();
+        while let Some(event) = rx.recv().await {
+            match event {
+                LlmEvent::Token { text: piece } => {
+                    if let Some(sink) = a.sink {
+                        if sink.send(piece.clone()).await.is_err() {
+                            tracing::info!("client went away; generation stopped");
+                            return Err(Error::Cancelled);
+                        }
+                    }
+                    text.push_str(&piece);
+                }
+                LlmEvent::Done {
+                    prompt_tokens,
+                    completion_tokens,
+                    finish_reason,
+                } => {
+                    tracing::info!(
+                        model = %llm.info().name,
+                        prompt_tokens,
+                        completion_tokens,
+                        finish = finish_reason.as_str(),
+                        passages = fitted.passages_used,
+                        "generated answer"
+                    );
+                    return Ok(Some(GeneratedAnswer {
+                        generated: Generated {
+                            text: text.trim().to_owned(),
+                            prompt_tokens,
+                            completion_tokens,
+                            finish_reason,
+                        },
+                        context: fitted.context,
+                        passages_used: fitted.passages_used,
+                        formatting,
+                    }));
+                }
+                LlmEvent::Error(e) => return Err(e.into()),
+            }
+        }
+        Err(crate::ml::MlError::WorkerGone.into())
+    }
+}
+
+/// Above this file size `/parse` does not summarise (the contract's 5 MB).
+pub const SUMMARY_MAX_FILE_BYTES: usize = 5 * 1024 * 1024;
+/// Above this many characters of content `/parse` does not summarise (the contract's 50,000).
+pub const SUMMARY_MAX_CHARS: usize = 50_000;
+
+const SUMMARY_PROMPT: &str = "Summarise the document the user gives you for use as \
+context by another language model: first a short paragraph on what it is, then its key \
+facts, figures, names and conclusions as a Markdown list. Keep the document's language. \
+Do not add anything that is not in the document.";
+
+impl KnowledgeBase {
+    /// The LLM's summary of a document's Markdown (cut to what the window holds);
+    /// `Ok(None)` when no LLM is loaded.
+    pub async fn summarize_markdown(&self, markdown: &str) -> Result<Option<String>> {
+        let Some(llm) = self.llm.clone() else {
+            return Ok(None);
+        };
+        let max_tokens = self.llm_defaults.max_tokens;
+        let text = markdown.to_owned();
+        let llm2 = llm.clone();
+        let prompt = tokio::task::spawn_blocking(move || -> Result<(Prompt, usize)> {
+            let window = llm2.info().context_length;
+            let build = |doc: &str| {
+                Prompt::Chat(vec![
+                    ChatMessage::new(Role::System, SUMMARY_PROMPT),
+                    ChatMessage::new(Role::User, doc.to_owned()),
+                ])
+            };
+            let overhead = llm2.count_prompt_tokens(&build(""))? + SAFETY_TOKENS;
+            if overhead + 2 >= window {
+                return Err(Error::bad_request(
+                    "the LLM's window is too small to summarise",
+                ));
+            }
+            let max_tokens = max_tokens.min((window - overhead) / 2).max(1);
+            let budget = window - overhead - max_tokens;
+            let doc = if llm2.count_tokens(&text) <= budget {
+                text
+            } else {
+                truncate_tokens(llm2.as_ref(), &text, budget)
+            };
+            Ok((build(&doc), max_tokens))
+        })
+        .await??;
+        let mut request = GenerateRequest::new(prompt.0);
+        request.params.max_tokens = prompt.1;
+        request.params.temperature = 0.0;
+        let started = std::time::Instant::now();
+        let g = crate::ml::llm::collect(llm.as_ref(), request, |_| {}).await?;
+        tracing::info!(
+            model = %llm.info().name,
+            prompt_tokens = g.prompt_tokens,
+            completion_tokens = g.completion_tokens,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "summarised document"
+        );
+        Ok(Some(g.text.trim().to_owned()))
+    }
+}

@@ -1,0 +1,91 @@
+//! [`Generator`]: what `/query` and the chat engine need from a language model. The real
+//! one is [`LlmHandle`] (a GGUF model on its own thread); tests may script one to drive
+//! the chat engine's tool loop exactly.
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use super::{FinishReason, GenerateRequest, LlmEvent, LlmHandle, ModelInfo, Prompt};
+use crate::ml::MlError;
+
+/// A text generator behind an async stream of [`LlmEvent`]s.
+pub trait Generator: Send + Sync + 'static {
+    /// Starts `request`; its events are `Token`s then one `Done` or `Error`. Dropping the
+    /// receiver stops the generation.
+    fn generate(&self, request: GenerateRequest) -> Result<mpsc::Receiver<LlmEvent>, MlError>;
+    /// Tokens in `text`.
+    fn count_tokens(&self, text: &str) -> usize;
+    /// Tokens of `prompt` as the model sees it (template included).
+    fn count_prompt_tokens(&self, prompt: &Prompt) -> Result<usize, MlError>;
+    /// Name, family and context window.
+    fn info(&self) -> &ModelInfo;
+    /// Requests queued or running.
+    fn in_flight(&self) -> usize;
+}
+
+impl Generator for LlmHandle {
+    fn generate(&self, request: GenerateRequest) -> Result<mpsc::Receiver<LlmEvent>, MlError> {
+        LlmHandle::generate(self, request)
+    }
+    fn count_tokens(&self, text: &str) -> usize {
+        LlmHandle::count_tokens(self, text)
+    }
+    fn count_prompt_tokens(&self, prompt: &Prompt) -> Result<usize, MlError> {
+        LlmHandle::count_prompt_tokens(self, prompt)
+    }
+    fn info(&self) -> &ModelInfo {
+        LlmHandle::info(self)
+    }
+    fn in_flight(&self) -> usize {
+        LlmHandle::in_flight(self)
+    }
+}
+
+/// A shared generator.
+pub type SharedGenerator = Arc<dyn Generator>;
+
+/// A finished generation, collected from its events.
+#[derive(Debug, Clone)]
+pub struct Generated {
+    /// The whole text.
+    pub text: String,
+    /// Tokens of the prompt.
+    pub prompt_tokens: usize,
+    /// Tokens generated.
+    pub completion_tokens: usize,
+    /// Why it ended.
+    pub finish_reason: FinishReason,
+}
+
+/// Runs `request` to the end and returns its text, calling `on_text` with each piece.
+pub async fn collect(
+    generator: &dyn Generator,
+    request: GenerateRequest,
+    mut on_text: impl FnMut(&str),
+) -> Result<Generated, MlError> {
+    let mut rx = generator.generate(request)?;
+    let mut text = String::new();
+    while let Some(event) = rx.recv().await {
+        match event {
+            LlmEvent::Token { text: piece } => {
+                on_text(&piece);
+                text.push_str(&piece);
+            }
+            LlmEvent::Done {
+                prompt_tokens,
+                completion_tokens,
+                finish_reason,
+            } => {
+                return Ok(Generated {
+                    text,
+                    prompt_tokens,
+                    completion_tokens,
+                    finish_reason,
+                })
+            }
+            LlmEvent::Error(e) => return Err(e),
+        }
+    }
+    Err(MlError::WorkerGone)
+}
