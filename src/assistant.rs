@@ -2,6 +2,7 @@
 //! actions, onboarding and the chat engine. No HTTP types here (see `api::assistant`).
 
 pub mod actions;
+pub mod chat;
 pub mod conversations;
 pub mod error;
 pub mod onboarding;

@@ -1,11 +1,16 @@
 //! Conversations: create, list, history, append (for the chat engine), soft delete,
 //! purge after the retention period, and per-user full-text search.
 //!
-//! SQLite is the truth; the tantivy index (`retrieval::conversations`) is derived and
-//! updated in the same serialised step as each write. Purging: [`Conversations::purge_expired`]
-//! runs once at start-up, from the sweeper every [`SWEEP_EVERY`], and lazily before a list
-//! or a search when the last sweep is older than [`SWEEP_EVERY`] by the server's clock (so a
-//! test that advances the clock sees the purge on its next list).
+//! SQLite is the truth; the tantivy index (`retrieval::conversations`) is derived: each
+//! write stages its index changes in the same serialised step, and they are committed in
+//! groups (before any search, and every second), since one tantivy commit costs tens of
+//! milliseconds. Search results are also checked against SQLite, so a deleted
+//! conversation never shows even before its removal is committed.
+//!
+//! Purging: [`Conversations::purge_expired`] runs once at start-up, from the upkeep task
+//! every [`SWEEP_EVERY`], and lazily before a list or a search when the last sweep is
+//! older than [`SWEEP_EVERY`] by the server's clock (so a test that advances the clock
+//! sees the purge on its next list).
 
 mod purge;
 mod reconcile;
@@ -94,10 +99,11 @@ impl Conversations {
         })
     }
 
-    /// Runs `f` (SQLite writes returning index changes) and applies the changes to the
-    /// index, both under the write lock, on a blocking thread. The index commit records
-    /// the generation `f` returned; if it fails, the data is still stored and the index is
-    /// rebuilt at the next start-up.
+    /// Runs `f` (SQLite writes returning index changes) and stages the changes on the
+    /// index, both under the write lock, on a blocking thread. Staged changes are committed
+    /// before the next search and every second by the upkeep task; the commit records the
+    /// generation `f` returned. If the index fails, the data is still stored and the index
+    /// is rebuilt at the next start-up.
     async fn write<T: Send + 'static>(
         &self,
         f: impl FnOnce(&rusqlite::Transaction<'_>) -> crate::error::Result<(T, IndexChange)>
@@ -113,7 +119,7 @@ impl Conversations {
             let _guard = lock.lock();
             let (out, change) = store.write_sync(f)?;
             if let Some(generation) = change.generation {
-                if let Err(e) = index.apply(&change.remove, &change.upsert, generation) {
+                if let Err(e) = index.stage(&change.remove, &change.upsert, generation) {
                     tracing::error!(error = %format!("{e:#}"), generation, "updating the conversation index failed; it will be rebuilt at start-up");
                 }
             }
@@ -367,7 +373,6 @@ fn parse_status(s: Option<&str>) -> Result<&'static str> {
         ))),
     }
 }
-
 
 #[cfg(test)]
 mod tests;

@@ -111,8 +111,14 @@ pub struct ConversationIndex {
     dir: PathBuf,
     fields: Fields,
     reader: IndexReader,
-    writer: Mutex<IndexWriter>,
+    writer: Mutex<Writer>,
     index: Index,
+}
+
+/// The writer and the generation of changes staged on it but not yet committed.
+struct Writer {
+    w: IndexWriter,
+    staged: Option<u64>,
 }
 
 impl ConversationIndex {
@@ -165,7 +171,10 @@ impl ConversationIndex {
             dir,
             fields,
             reader,
-            writer: Mutex::new(writer),
+            writer: Mutex::new(Writer {
+                w: writer,
+                staged: None,
+            }),
             index,
         })
     }
@@ -185,9 +194,12 @@ impl ConversationIndex {
         self.len() == 0
     }
 
-    /// Removes every document of the conversations `remove`, replaces-or-adds `upsert`,
-    /// then commits with `generation` and makes the change visible to searches.
-    pub fn apply(
+    /// Removes every document of the conversations `remove` and replaces-or-adds
+    /// `upsert`, without committing: a commit costs tens of milliseconds (fsyncs), so staged
+    /// changes are committed together by [`commit_staged`](Self::commit_staged), which a
+    /// search runs first (searches always see every staged change) and the service's
+    /// upkeep task runs every second. `generation` is what the next commit records.
+    pub fn stage(
         &self,
         remove: &[String],
         upsert: &[ConvDoc],
@@ -195,11 +207,11 @@ impl ConversationIndex {
     ) -> anyhow::Result<()> {
         let mut w = self.writer.lock();
         for c in remove {
-            w.delete_term(Term::from_field_text(self.fields.conversation_id, c));
+            w.w.delete_term(Term::from_field_text(self.fields.conversation_id, c));
         }
         for d in upsert {
-            w.delete_term(Term::from_field_text(self.fields.doc_key, &d.key()));
-            w.add_document(doc!(
+            w.w.delete_term(Term::from_field_text(self.fields.doc_key, &d.key()));
+            w.w.add_document(doc!(
                 self.fields.doc_key => d.key(),
                 self.fields.user_id => d.user_id.as_str(),
                 self.fields.conversation_id => d.conversation_id.as_str(),
@@ -207,21 +219,48 @@ impl ConversationIndex {
                 self.fields.text => d.text.as_str(),
             ))?;
         }
+        w.staged = Some(w.staged.map_or(generation, |g| g.max(generation)));
+        Ok(())
+    }
+
+    /// Commits staged changes, if any, and makes them visible; returns whether it did.
+    pub fn commit_staged(&self) -> anyhow::Result<bool> {
+        let mut w = self.writer.lock();
+        let Some(generation) = w.staged else {
+            return Ok(false);
+        };
+        Self::commit(&mut w.w, generation)?;
+        w.staged = None;
+        drop(w);
+        self.reader.reload()?;
+        Ok(true)
+    }
+
+    /// [`stage`](Self::stage) and commit at once.
+    pub fn apply(
+        &self,
+        remove: &[String],
+        upsert: &[ConvDoc],
+        generation: u64,
+    ) -> anyhow::Result<()> {
+        self.stage(remove, upsert, generation)?;
+        self.commit_staged()?;
+        Ok(())
+    }
+
+    fn commit(w: &mut IndexWriter, generation: u64) -> anyhow::Result<()> {
         let mut prepared = w.prepare_commit()?;
         prepared.set_payload(&generation.to_string());
         prepared.commit()?;
-        drop(w);
-        self.reader.reload()?;
         Ok(())
     }
 
     /// Drops every document (before a rebuild) and commits.
     pub fn clear(&self, generation: u64) -> anyhow::Result<()> {
         let mut w = self.writer.lock();
-        w.delete_all_documents()?;
-        let mut prepared = w.prepare_commit()?;
-        prepared.set_payload(&generation.to_string());
-        prepared.commit()?;
+        w.w.delete_all_documents()?;
+        Self::commit(&mut w.w, generation)?;
+        w.staged = None;
         drop(w);
         self.reader.reload()?;
         Ok(())
@@ -236,6 +275,7 @@ impl ConversationIndex {
         offset: usize,
         limit: usize,
     ) -> anyhow::Result<(Vec<ConvHit>, usize)> {
+        self.commit_staged()?;
         let searcher = self.reader.searcher();
         let parser = QueryParser::for_index(&self.index, vec![self.fields.text]);
         // Free text from users is not query syntax: parse leniently and keep what parses.
@@ -279,6 +319,15 @@ impl ConversationIndex {
             });
         }
         Ok((out, total))
+    }
+}
+
+impl Drop for ConversationIndex {
+    /// Commits what is staged, so a clean shutdown needs no rebuild at the next start.
+    fn drop(&mut self) {
+        if let Err(e) = self.commit_staged() {
+            tracing::warn!(error = %format!("{e:#}"), "committing the conversation index at close failed; it will be rebuilt");
+        }
     }
 }
 
@@ -346,5 +395,44 @@ mod tests {
             .unwrap();
         assert_eq!(ix.search("u", "price (USD", 0, 5).unwrap().1, 1);
         assert_eq!(ix.search("u", "\"unclosed", 0, 5).unwrap().1, 0);
+    }
+}
+
+#[cfg(test)]
+mod bench {
+    use super::*;
+
+    #[test]
+    #[ignore = "timing probe"]
+    fn commit_cost() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ix, _) = ConversationIndex::open(dir.path()).unwrap();
+        let t = std::time::Instant::now();
+        for i in 0..200u64 {
+            ix.apply(
+                &[],
+                &[ConvDoc {
+                    user_id: "u".into(),
+                    conversation_id: format!("c{}", i / 10),
+                    message_id: Some(format!("m{i}")),
+                    text: format!("message {i} about routers and invoices"),
+                }],
+                i + 1,
+            )
+            .unwrap();
+        }
+        eprintln!("200 single-doc commits: {:?} per commit", t.elapsed() / 200);
+        let t = std::time::Instant::now();
+        for i in 200..10_200u64 {
+            let doc = ConvDoc {
+                user_id: "u".into(),
+                conversation_id: format!("c{}", i / 100),
+                message_id: Some(format!("m{i}")),
+                text: format!("message {i} about routers and invoices"),
+            };
+            ix.stage(&[], &[doc], i + 1).unwrap();
+        }
+        ix.commit_staged().unwrap();
+        eprintln!("10,000 staged docs and one commit: {:?}", t.elapsed());
     }
 }

@@ -1,10 +1,281 @@
-//! Assistant API: chat (in progress).
+//! Assistant API: the chat — `chat_with_tools` (JSON, form or query), `chat_with_tools_multimodal`
+//! (multipart with `files[]`, parsed by the knowledge base's parsers, images OCR'd) and
+//! `stream_ai_response` (SSE: `content`, `tool_start`, `tool_result`, then `done` or
+//! `error`). All count against the chat rate limit. A stream whose client goes away stops
+//! the model.
 
+use std::convert::Infallible;
+
+use axum::extract::multipart::{Multipart, MultipartRejection};
+use axum::extract::State;
+use axum::response::sse::Event;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
 use axum::Router;
+use futures::{Stream, StreamExt};
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
 
+use super::envelope::{ok, TokensUsed};
+use super::limits::{Chat, RateLimited};
+use super::params::Params;
+use crate::api::error::ApiError;
+use crate::api::kb::form::Form;
+use crate::api::sse;
+use crate::assistant::chat::{Attachment, ChatEvent, ChatReply, ChatRequest, ToolChoice};
+use crate::assistant::AssistantError;
+use crate::kb::parsing::ParseJob;
+use crate::parse::clean::CleanOptions;
+use crate::parse::TableMode;
 use crate::state::AppState;
+
+/// Most files on one multimodal message.
+const MAX_ATTACHMENTS: usize = 10;
+/// Most characters of text one attachment adds to the turn.
+const MAX_ATTACHMENT_CHARS: usize = 20_000;
+const IMAGE_EXTENSIONS: &[&str] = &[".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp"];
 
 /// Routes of this group.
 pub fn routes() -> Router<AppState> {
     Router::new()
+        .route("/assistant.api.chat_with_tools", post(chat_with_tools))
+        .route(
+            "/assistant.api.chat_with_tools_multimodal",
+            post(chat_multimodal),
+        )
+        .route(
+            "/assistant.api.stream_ai_response",
+            get(stream_ai_response).post(stream_ai_response),
+        )
+}
+
+fn tool_choice(p: &Params) -> Result<ToolChoice, AssistantError> {
+    Ok(match p.str("tool_choice")?.as_deref().map(str::trim) {
+        None | Some("") | Some("auto") => ToolChoice::Auto,
+        Some("none") => ToolChoice::None,
+        Some(name) => ToolChoice::Required(name.to_owned()),
+    })
+}
+
+fn max_tokens(p: &Params) -> Result<Option<usize>, AssistantError> {
+    Ok(p.u64("max_tokens")?
+        .map(|v| v.min(usize::MAX as u64) as usize))
+}
+
+fn reply_envelope(reply: ChatReply) -> Result<Response, AssistantError> {
+    let tokens = TokensUsed {
+        input: reply.tokens_in,
+        output: reply.tokens_out,
+    };
+    let data = serde_json::to_value(&reply).map_err(|e| AssistantError::Internal(e.into()))?;
+    Ok(ok(data, tokens))
+}
+
+async fn chat_with_tools(
+    limited: RateLimited<Chat>,
+    State(state): State<AppState>,
+    p: Params,
+) -> Result<Response, AssistantError> {
+    let req = ChatRequest {
+        user_message: p.required_str("user_message")?,
+        conversation_id: p.str("conversation_id")?,
+        // Low and medium risk tools run unless the caller says otherwise; high risk is
+        // always held for confirmation.
+        auto_execute_tools: p.bool_or("auto_execute_tools", true)?,
+        system_prompt: p.str("system_prompt")?,
+        max_tokens: max_tokens(&p)?,
+        tool_choice: tool_choice(&p)?,
+        attachments: Vec::new(),
+    };
+    reply_envelope(state.assistant.chat(&limited.user, req, None).await?)
+}
+
+fn from_api(e: ApiError) -> AssistantError {
+    let body = e.body();
+    match body.status_code {
+        503 => AssistantError::Unavailable(body.detail),
+        500.. => AssistantError::Internal(anyhow::anyhow!(body.detail)),
+        _ => AssistantError::BadRequest(body.detail),
+    }
+}
+
+async fn chat_multimodal(
+    limited: RateLimited<Chat>,
+    State(state): State<AppState>,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> Result<Response, AssistantError> {
+    let form = Form::read(multipart, state.config.max_upload_bytes, MAX_ATTACHMENTS)
+        .await
+        .map_err(from_api)?;
+    let user_message = form.text("user_message", "");
+    if user_message.trim().is_empty() {
+        return Err(AssistantError::BadRequest(
+            "user_message is required".into(),
+        ));
+    }
+    let conversation_id = Some(form.text("conversation_id", "")).filter(|c| !c.trim().is_empty());
+    let mut attachments = Vec::new();
+    for (key, file) in form.files {
+        if key != "files[]" && key != "files" && key != "file" {
+            return Err(AssistantError::BadRequest(format!(
+                "unexpected file field '{key}'; attach files as files[]"
+            )));
+        }
+        attachments.push(attachment(&state, file.name, file.bytes).await?);
+    }
+    let req = ChatRequest {
+        user_message,
+        conversation_id,
+        auto_execute_tools: true,
+        system_prompt: None,
+        max_tokens: None,
+        tool_choice: ToolChoice::Auto,
+        attachments,
+    };
+    reply_envelope(state.assistant.chat(&limited.user, req, None).await?)
+}
+
+/// A file's text by the knowledge base's parsers (OCR on for scans and images).
+async fn attachment(
+    state: &AppState,
+    filename: String,
+    bytes: Vec<u8>,
+) -> Result<Attachment, AssistantError> {
+    let size = bytes.len() as u64;
+    let ext = crate::parse::extension_of(&filename);
+    let job = ParseJob {
+        filename: filename.clone(),
+        bytes,
+        enable_ocr: true,
+        table_mode: TableMode::Fast,
+        clean: CleanOptions {
+            remove_urls: false,
+            normalize_arabic: true,
+        },
+        describe_images: true,
+    };
+    let parsed = state.kb.parse_file(job, true, true, false).await?;
+    let text: String = parsed
+        .llm_ready
+        .chars()
+        .take(MAX_ATTACHMENT_CHARS)
+        .collect();
+    Ok(Attachment {
+        kind: if IMAGE_EXTENSIONS.contains(&ext.as_str()) {
+            "image"
+        } else {
+            "document"
+        }
+        .into(),
+        chars: text.chars().count(),
+        filename,
+        size,
+        text,
+    })
+}
+
+async fn stream_ai_response(
+    limited: RateLimited<Chat>,
+    State(state): State<AppState>,
+    p: Params,
+) -> Result<Response, AssistantError> {
+    let prompt = p
+        .str("prompt")?
+        .or(p.str("user_message")?)
+        .unwrap_or_default();
+    if prompt.trim().is_empty() {
+        return Err(AssistantError::BadRequest("prompt is required".into()));
+    }
+    let req = ChatRequest {
+        user_message: prompt,
+        conversation_id: p.str("conversation_id")?,
+        auto_execute_tools: p.bool_or("auto_execute_tools", true)?,
+        system_prompt: p.str("system_prompt")?,
+        max_tokens: max_tokens(&p)?,
+        tool_choice: tool_choice(&p)?,
+        attachments: Vec::new(),
+    };
+    Ok(sse::respond(stream_chat(state, limited.user, req)).into_response())
+}
+
+fn error_object(e: &AssistantError) -> Value {
+    let detail = match e {
+        AssistantError::Internal(inner) => {
+            tracing::error!(error = %inner, "chat stream failed");
+            "internal error".to_owned()
+        }
+        other => other.to_string(),
+    };
+    json!({"type": e.kind(), "detail": detail, "status_code": e.status().as_u16()})
+}
+
+fn chat_event(e: ChatEvent) -> Event {
+    match e {
+        ChatEvent::Content(delta) => sse::event("content", json!({ "delta": delta })),
+        ChatEvent::ToolStart { tool_name, params } => sse::event(
+            "tool_start",
+            json!({ "tool_name": tool_name, "params": params }),
+        ),
+        ChatEvent::ToolResult(r) => sse::event(
+            "tool_result",
+            json!({
+                "tool_name": r.tool_name,
+                "success": r.status == "executed",
+                "status": r.status,
+                "result": r.result,
+                "error": r.error,
+                "execution_time_ms": r.execution_time_ms,
+                "requires_confirmation": r.status == "pending_confirmation",
+                "action_id": r.action_id,
+            }),
+        ),
+    }
+}
+
+/// Runs the turn on its own task; its events become SSE events, then `done` or `error`.
+fn stream_chat(
+    state: AppState,
+    user: crate::assistant::users::CurrentUser,
+    req: ChatRequest,
+) -> impl Stream<Item = Result<Event, Infallible>> {
+    let (out, rx) = mpsc::channel::<Event>(64);
+    tokio::spawn(async move {
+        let (events_tx, mut events) = mpsc::channel::<ChatEvent>(64);
+        let assistant = state.assistant.clone();
+        let turn = tokio::spawn(async move { assistant.chat(&user, req, Some(&events_tx)).await });
+        while let Some(e) = events.recv().await {
+            if out.send(chat_event(e)).await.is_err() {
+                // The client left: closing the events channel makes the engine stop, and
+                // dropping its generation frees the model.
+                drop(events);
+                let _ = turn.await;
+                return;
+            }
+        }
+        let last = match turn.await {
+            Ok(Ok(reply)) => sse::event(
+                "done",
+                json!({
+                    "conversation_id": reply.conversation_id,
+                    "message_id": reply.message_id,
+                    "response": reply.response,
+                    "requires_confirmation": reply.requires_confirmation,
+                    "answer_mode": reply.answer_mode,
+                    "tokens_used": {
+                        "input": reply.tokens_in,
+                        "output": reply.tokens_out,
+                        "total": reply.tokens_in + reply.tokens_out,
+                    },
+                }),
+            ),
+            Ok(Err(e)) => sse::event("error", error_object(&e)),
+            Err(e) => sse::event(
+                "error",
+                error_object(&AssistantError::Internal(anyhow::anyhow!("chat task: {e}"))),
+            ),
+        };
+        let _ = out.send(last).await;
+    });
+    ReceiverStream::new(rx).map(Ok)
 }

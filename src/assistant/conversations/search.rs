@@ -1,6 +1,9 @@
 //! Per-user full-text search over conversation titles and messages.
 
-use super::{repo, ConversationHit, Conversations, Result, SearchPage, MAX_PAGE_SIZE, MAX_QUERY_CHARS, in_range};
+use super::{
+    in_range, repo, ConversationHit, Conversations, Result, SearchPage, MAX_PAGE_SIZE,
+    MAX_QUERY_CHARS,
+};
 use crate::assistant::AssistantError;
 use crate::error::Error;
 

@@ -287,4 +287,3 @@ impl ToolParams for ByFilter {
         )])
     }
 }
-

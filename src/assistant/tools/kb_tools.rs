@@ -1,5 +1,5 @@
-//! The knowledge-base tools: their parameter types (with schemas) and what each runs on
-//! the knowledge base and the task queue.
+//! What the knowledge-base tools run on the knowledge base and the task queue (their
+//! parameter types are in `kb_params`).
 
 use serde_json::{json, Map, Value};
 

@@ -54,6 +54,7 @@ impl Assistant {
     /// (unknown tool 404, invalid params 400, admin-only 403, high risk 403: propose it
     /// with [`propose_action`](Self::propose_action)) are errors; a tool that ran and
     /// failed is `success: false` with the reason.
+    #[tracing::instrument(skip_all, fields(user_id = %user.id, tool = %name))]
     pub async fn run_tool(
         &self,
         user: &CurrentUser,

@@ -19,15 +19,15 @@ pub const OPEN: &str = "<tool_call>";
 /// Closes a tool call.
 pub const CLOSE: &str = "</tool_call>";
 
-const MAX_STRING: usize = 400;
+const MAX_STRING: usize = 512;
 const MAX_ITEMS: usize = 16;
 const MAX_DEPTH: usize = 6;
 
 /// The shape a JSON value must have.
 #[derive(Debug, Clone)]
 pub enum Shape {
-    /// A string, optionally one of fixed values.
-    Str(Option<Vec<String>>),
+    /// A string, optionally one of fixed values, of at most this many bytes.
+    Str(Option<Vec<String>>, usize),
     /// An integer.
     Integer,
     /// A number.
@@ -52,7 +52,7 @@ impl Shape {
                 .filter_map(|v| v.as_str().map(str::to_owned))
                 .collect();
             if strings.len() == values.len() && !strings.is_empty() {
-                return Shape::Str(Some(strings));
+                return Shape::Str(Some(strings), MAX_STRING);
             }
         }
         let ty = match schema.get("type") {
@@ -66,7 +66,13 @@ impl Shape {
             _ => "",
         };
         match ty {
-            "string" => Shape::Str(None),
+            "string" => Shape::Str(
+                None,
+                schema
+                    .get("maxLength")
+                    .and_then(Value::as_u64)
+                    .map_or(MAX_STRING, |m| (m as usize).min(MAX_STRING)),
+            ),
             "integer" => Shape::Integer,
             "number" => Shape::Number,
             "boolean" => Shape::Boolean,
@@ -145,7 +151,7 @@ fn lit(s: &[u8], i: usize, text: &str) -> P {
     }
 }
 
-fn string(s: &[u8], i: usize, choices: Option<&[String]>) -> P {
+fn string(s: &[u8], i: usize, choices: Option<&[String]>, max: usize) -> P {
     let i = step!(lit(s, i, "\""));
     let mut j = i;
     while j < s.len() {
@@ -158,7 +164,7 @@ fn string(s: &[u8], i: usize, choices: Option<&[String]>) -> P {
                 _ => P::Done(j + 1),
             };
         }
-        if c == b'\\' || c < 0x20 || j - i >= MAX_STRING {
+        if c == b'\\' || c < 0x20 || j - i >= max {
             return P::Bad;
         }
         j += 1;
@@ -221,7 +227,7 @@ fn value(shape: &Shape, s: &[u8], i: usize, depth: usize) -> P {
         return P::Need;
     }
     match shape {
-        Shape::Str(choices) => string(s, i, choices.as_deref()),
+        Shape::Str(choices, max) => string(s, i, choices.as_deref(), *max),
         Shape::Integer => number(s, i, true),
         Shape::Number => number(s, i, false),
         Shape::Boolean => either(s, i, &["true", "false"]),
@@ -314,7 +320,7 @@ fn any(s: &[u8], i: usize, depth: usize) -> P {
         return P::Need;
     }
     match s[i] {
-        b'"' => string(s, i, None),
+        b'"' => string(s, i, None, MAX_STRING),
         b'-' | b'0'..=b'9' => number(s, i, false),
         b't' | b'f' | b'n' => either(s, i, &["true", "false", "null"]),
         b'[' => array(&Shape::Any, s, i, depth),
@@ -330,7 +336,7 @@ fn any(s: &[u8], i: usize, depth: usize) -> P {
                 if n > 0 {
                     i = step!(lit(s, i, ", "));
                 }
-                i = step!(string(s, i, None));
+                i = step!(string(s, i, None, MAX_STRING));
                 i = step!(lit(s, i, ": "));
                 i = step!(any(s, i, depth + 1));
                 if i >= s.len() {
@@ -373,7 +379,7 @@ impl ToolGrammar {
         let i = step!(lit(s, 0, OPEN));
         let i = step!(lit(s, i, "{\"name\": "));
         let names: Vec<String> = self.tools.iter().map(|t| t.0.clone()).collect();
-        let end = step!(string(s, i, Some(&names)));
+        let end = step!(string(s, i, Some(&names), MAX_STRING));
         let name = std::str::from_utf8(&s[i + 1..end - 1]).unwrap_or_default();
         let Some((_, shape)) = self.tools.iter().find(|t| t.0 == name) else {
             return P::Bad;
