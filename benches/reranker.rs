@@ -9,7 +9,9 @@ mod common;
 
 use std::time::Duration;
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput};
+use criterion::{
+    criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
+};
 use ragd::ml::device;
 use ragd::ml::reranker::{write_random_cross_encoder_shaped, CrossEncoder, CrossEncoderShape};
 
@@ -28,7 +30,12 @@ fn bench(c: &mut Criterion) {
     let model = CrossEncoder::load(&dir, device::best_device()).expect("load the cross-encoder");
     let passages: Vec<String> = common::peer_passages(100)
         .iter()
-        .map(|p| p.split_whitespace().take(WORDS).collect::<Vec<_>>().join(" "))
+        .map(|p| {
+            p.split_whitespace()
+                .take(WORDS)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
         .collect();
 
     let mut group = c.benchmark_group("rerank");

@@ -53,7 +53,11 @@ impl Assistant {
     /// Builds the assistant's services over the knowledge base's database.
     pub fn open(config: Arc<Config>, kb: Arc<KnowledgeBase>, jobs: Jobs) -> anyhow::Result<Self> {
         let store = kb.store().clone();
-        let users = users::Users::new(store.clone(), config.clock.clone(), config.jwt_secret.clone());
+        let users = users::Users::new(
+            store.clone(),
+            config.clock.clone(),
+            config.jwt_secret.clone(),
+        );
         // Start-up only: a brief blocking write (and one argon2 hash) on a fresh database.
         users.ensure_initial_admin(&config.data_dir)?;
         let limits = ratelimit::RateLimiter::new(
@@ -76,7 +80,8 @@ impl Assistant {
             config.conversation_retention_days,
         )?);
         conversations::spawn_sweeper(&conversations);
-        let actions = actions::Actions::open(store.clone(), config.clock.clone(), config.action_ttl_secs)?;
+        let actions =
+            actions::Actions::open(store.clone(), config.clock.clone(), config.action_ttl_secs)?;
         Ok(Self {
             conversations,
             tools: tools::ToolRegistry::new(),

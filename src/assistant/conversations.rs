@@ -233,6 +233,32 @@ impl Conversations {
         })
     }
 
+    /// The last `n` (1-200) messages of an active conversation of `user_id`, oldest first:
+    /// the chat engine's context window.
+    pub async fn recent(
+        &self,
+        user_id: &str,
+        conversation_id: &str,
+        n: u64,
+    ) -> Result<Vec<MessageView>> {
+        let n = n.clamp(1, MAX_HISTORY_LIMIT as u64);
+        let (uid, cid) = (user_id.to_owned(), conversation_id.to_owned());
+        let rows = self
+            .store
+            .read(move |c| {
+                if repo::get(c, &uid, &cid)?
+                    .filter(|r| r.status == "Active")
+                    .is_none()
+                {
+                    return Ok(None);
+                }
+                Ok(Some(repo::recent_messages(c, &cid, n)?))
+            })
+            .await?;
+        let rows = rows.ok_or_else(|| not_found(conversation_id))?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
     /// Appends a message to an active conversation of `user_id` and indexes it; the first
     /// user message names a conversation still titled "New conversation".
     #[tracing::instrument(skip_all, fields(user_id = %user_id, conversation_id = %conversation_id, role = m.role.as_str()))]
@@ -273,12 +299,15 @@ impl Conversations {
                         text: title,
                     });
                 }
-                docs.push(ConvDoc {
-                    user_id: uid,
-                    conversation_id: cid.clone(),
-                    message_id: Some(mid.clone()),
-                    text: m.content.clone(),
-                });
+                // System prompts and tool outputs are stored but not searched.
+                if matches!(m.role, Role::User | Role::Assistant) {
+                    docs.push(ConvDoc {
+                        user_id: uid,
+                        conversation_id: cid.clone(),
+                        message_id: Some(mid.clone()),
+                        text: m.content.clone(),
+                    });
+                }
                 let generation = repo::bump_generation(tx)?;
                 let view = MessageView {
                     message_id: mid,

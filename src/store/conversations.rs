@@ -231,6 +231,16 @@ pub fn messages(
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
+/// The last `n` messages of a conversation, oldest first.
+pub fn recent_messages(c: &Connection, conversation_id: &str, n: u64) -> Result<Vec<MessageRow>> {
+    let mut st = c.prepare(&format!(
+        "SELECT {MSG_COLS} FROM (SELECT * FROM messages WHERE conversation_id = ?1 ORDER BY key DESC LIMIT ?2)
+         ORDER BY key"
+    ))?;
+    let rows = st.query_map(params![conversation_id, n as i64], msg_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
 /// Soft-deletes an active conversation; false if it was not active.
 pub fn soft_delete(c: &Connection, user_id: &str, id: &str, now: &str) -> Result<bool> {
     Ok(c.execute(
@@ -251,18 +261,20 @@ pub fn purge_deleted_before(c: &Connection, cutoff: &str) -> Result<Vec<String>>
 }
 
 /// How many documents the index must hold: one per active conversation (its title) and
-/// one per message of an active conversation.
+/// one per user or assistant message of an active conversation (system prompts and tool
+/// outputs are not searched).
 pub fn count_indexable(c: &Connection) -> Result<u64> {
     Ok(c.query_row(
         "SELECT (SELECT COUNT(*) FROM conversations WHERE status = 'Active')
               + (SELECT COUNT(*) FROM messages m JOIN conversations v ON v.id = m.conversation_id
-                 WHERE v.status = 'Active')",
+                 WHERE v.status = 'Active' AND m.role IN ('user', 'assistant'))",
         [],
         |r| r.get::<_, i64>(0),
     )? as u64)
 }
 
-/// Calls `f` on every active conversation, then on every message of one, with its owner.
+/// Calls `conv` on every active conversation, then `msg` on every user or assistant
+/// message of one, with its owner.
 pub fn for_each_indexable(
     c: &Connection,
     mut conv: impl FnMut(&ConversationRow) -> Result<()>,
@@ -282,7 +294,7 @@ pub fn for_each_indexable(
         .join(", ");
     let mut st = c.prepare(&format!(
         "SELECT {cols}, v.user_id FROM messages m JOIN conversations v ON v.id = m.conversation_id
-         WHERE v.status = 'Active' ORDER BY m.key"
+         WHERE v.status = 'Active' AND m.role IN ('user', 'assistant') ORDER BY m.key"
     ))?;
     let mut rows = st.query([])?;
     while let Some(r) = rows.next()? {

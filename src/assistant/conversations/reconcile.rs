@@ -26,7 +26,11 @@ pub fn reconcile(
         return Ok(());
     }
     let started = std::time::Instant::now();
-    tracing::warn!(generation, docs = count, on_disk = ?disk, "rebuilding the conversation index from the store");
+    if generation == 0 && count == 0 {
+        tracing::info!("new data directory: creating an empty conversation index");
+    } else {
+        tracing::warn!(generation, docs = count, on_disk = ?disk, "rebuilding the conversation index from the store");
+    }
     index.clear(generation)?;
     let mut batch: Vec<ConvDoc> = Vec::with_capacity(BATCH);
     let flush = |batch: &mut Vec<ConvDoc>| -> crate::error::Result<()> {

@@ -56,6 +56,19 @@ async fn create_append_history_search_delete_purge() {
         .unwrap();
     assert_eq!(h.messages.len(), 1);
     assert_eq!(h.messages[0].role, "assistant");
+    c.append(
+        alice,
+        &conv.conversation_id,
+        NewMessage::text(Role::Tool, "{\"wrench_count\": 3}"),
+    )
+    .await
+    .unwrap();
+    let recent = c.recent(alice, &conv.conversation_id, 2).await.unwrap();
+    assert_eq!(recent.len(), 2);
+    assert_eq!(
+        (recent[0].role.as_str(), recent[1].role.as_str()),
+        ("assistant", "tool")
+    );
 
     // Another user sees nothing.
     assert!(matches!(
@@ -67,6 +80,11 @@ async fn create_append_history_search_delete_purge() {
     let found = c.search(alice, "wrenches", None, None).await.unwrap();
     assert!(found.total >= 1, "{found:?}");
     assert!(found.results.iter().any(|r| r.snippet.contains("wrench")));
+    // Tool outputs are stored but not searched.
+    assert!(found
+        .results
+        .iter()
+        .all(|r| !r.snippet.contains("wrench_count")));
 
     c.delete(alice, &conv.conversation_id).await.unwrap();
     assert_eq!(
