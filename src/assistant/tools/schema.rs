@@ -1,17 +1,79 @@
-//! JSON schemas of tool parameters: a small builder for the subset the tools use, and
-//! a validator of exactly that subset (`type`, `properties`, `required`,
-//! `additionalProperties: false`, `enum`, `minimum`/`maximum`, `minLength`/`maxLength`,
-//! `minItems`/`maxItems`, `items`, `minProperties`). The schema a client reads from
-//! `get_available_tools` is the one params are checked against.
+//! JSON schemas of tool parameters, generated from the params types: [`JsonType`] (the
+//! schema of a Rust type), the [`tool_params!`] macro (a params struct and its
+//! [`ToolParams`] schema from one declaration), and a validator of exactly the subset
+//! they emit (`type`, `properties`, `required`, `additionalProperties: false`, `enum`,
+//! `minimum`/`maximum`, `minLength`/`maxLength`, `minItems`/`maxItems`, `items`,
+//! `minProperties`). The schema a client reads from `get_available_tools` is the one
+//! params are checked against.
 
 use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 /// Parameters of one tool: deserialised (with serde defaults) after validation against
-/// [`schema`](ToolParams::schema).
+/// [`schema`](ToolParams::schema). Implemented by [`tool_params!`].
 pub trait ToolParams: DeserializeOwned {
     /// The JSON schema (an `object`) of the parameters.
     fn schema() -> Value;
+}
+
+/// A Rust type a tool parameter can have, with its JSON schema.
+pub trait JsonType: Sized {
+    /// The schema of a value (`type`, and `items` for arrays); no `type` means any value.
+    fn json_schema() -> Map<String, Value>;
+    /// Whether the parameter may be left out without a default (`Option`).
+    const OPTIONAL: bool = false;
+    /// The value of a parameter left out that has no default: `Some(None)` for `Option`,
+    /// `None` (a missing field) for the rest.
+    fn absent() -> Option<Self> {
+        None
+    }
+}
+
+fn typed(t: &str) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("type".into(), json!(t));
+    m
+}
+
+macro_rules! json_types {
+    ($t:literal: $($ty:ty),+) => {$(
+        impl JsonType for $ty {
+            fn json_schema() -> Map<String, Value> {
+                typed($t)
+            }
+        }
+    )+};
+}
+
+json_types!("string": String);
+json_types!("boolean": bool);
+json_types!("integer": i8, i16, i32, i64, u8, u16, u32, u64, usize);
+json_types!("number": f32, f64);
+json_types!("object": Map<String, Value>);
+
+impl JsonType for Value {
+    fn json_schema() -> Map<String, Value> {
+        Map::new()
+    }
+}
+
+impl<T: JsonType> JsonType for Vec<T> {
+    fn json_schema() -> Map<String, Value> {
+        let mut m = typed("array");
+        m.insert("items".into(), Value::Object(T::json_schema()));
+        m
+    }
+}
+
+impl<T: JsonType> JsonType for Option<T> {
+    fn json_schema() -> Map<String, Value> {
+        T::json_schema()
+    }
+    const OPTIONAL: bool = true;
+    fn absent() -> Option<Self> {
+        Some(None)
+    }
 }
 
 /// Builder of one property's schema.
@@ -19,36 +81,15 @@ pub trait ToolParams: DeserializeOwned {
 pub struct Prop(Map<String, Value>);
 
 impl Prop {
-    fn typed(t: &str, description: &str) -> Self {
-        let mut m = Map::new();
-        m.insert("type".into(), json!(t));
-        m.insert("description".into(), json!(description));
-        Self(m)
-    }
-    /// A string.
-    pub fn string(description: &str) -> Self {
-        Self::typed("string", description)
-    }
-    /// An integer.
-    pub fn integer(description: &str) -> Self {
-        Self::typed("integer", description)
-    }
-    /// A boolean.
-    pub fn boolean(description: &str) -> Self {
-        Self::typed("boolean", description)
-    }
-    /// An object with any keys.
-    pub fn object(description: &str) -> Self {
-        Self::typed("object", description)
-    }
-    /// An array of `items`.
-    pub fn array(description: &str, items: Prop) -> Self {
-        Self::typed("array", description).with("items", Value::Object(items.0))
-    }
-    /// Any JSON value.
-    pub fn any(description: &str) -> Self {
-        let mut m = Map::new();
-        m.insert("description".into(), json!(description));
+    /// The schema of `T`, described by `doc` (the lines of a doc comment, joined).
+    pub fn of<T: JsonType>(doc: &[&str]) -> Self {
+        let mut m = T::json_schema();
+        let lines: Vec<&str> = doc
+            .iter()
+            .map(|l| l.trim())
+            .filter(|l| !l.is_empty())
+            .collect();
+        m.insert("description".into(), json!(lines.join(" ")));
         Self(m)
     }
     fn with(mut self, k: &str, v: Value) -> Self {
@@ -60,7 +101,7 @@ impl Prop {
         let k = self.bound_key(true);
         self.with(k, json!(n))
     }
-    /// `maxLength`, `maximum` or `maxItems`.
+    /// `maxLength`, `maximum`, `maxItems` or `maxProperties`.
     pub fn max(self, n: i64) -> Self {
         let k = self.bound_key(false);
         self.with(k, json!(n))
@@ -82,7 +123,9 @@ impl Prop {
         self.with("enum", json!(values))
     }
     /// The value used when the parameter is absent (documentation; serde applies it).
-    pub fn default(self, v: Value) -> Self {
+    pub fn default<T: Serialize>(self, v: T) -> Self {
+        // Invariant: the defaults are plain numbers, strings and booleans.
+        let v = serde_json::to_value(v).expect("a parameter default serialises");
         self.with("default", v)
     }
 }
@@ -101,6 +144,138 @@ pub fn object(props: Vec<(&str, Prop, bool)>) -> Value {
         "additionalProperties": false,
     })
 }
+
+/// Whether a parameter of type `T` is `required`: not an `Option`, and no default.
+#[doc(hidden)]
+pub fn is_required<T: JsonType>(has_default: bool) -> bool {
+    !T::OPTIONAL && !has_default
+}
+
+/// The value of a parameter left out that has no default (see [`JsonType::absent`]).
+#[doc(hidden)]
+pub fn absent<T: JsonType, E: serde::de::Error>(name: &'static str) -> Result<T, E> {
+    T::absent().ok_or_else(|| E::missing_field(name))
+}
+
+/// Declares tool params structs and generates their [`ToolParams`] schemas, so a
+/// struct and its schema cannot drift:
+///
+/// ```ignore
+/// tool_params! {
+///     /// `search_knowledge_base`.
+///     pub struct SearchKb {
+///         /// What to search for
+///         pub query: String => [min 1, max 1000],
+///         /// Results to return
+///         pub top_k: usize = 5 => [min 1, max 50],
+///     }
+/// }
+/// ```
+///
+/// Each field needs a doc comment (its `description`), and may have, in this order:
+/// `#[serde(rename = "name")]` (the parameter's name), `= expr` (its default, applied by
+/// serde and shown as `default`) and `=> [..]`, options among `min n` / `max n` (`i64`;
+/// `minLength`, `minimum`, `minItems` or `minProperties` by type, likewise for max),
+/// `enum &[..]` (allowed strings) and `default v` (documents the default of an `Option`
+/// the tool fills in itself). The type ([`JsonType`]) gives `type`; a field is
+/// `required` unless it is an `Option` or has a default. Deserialising rejects unknown
+/// keys (as the schema's `additionalProperties: false` does) and reads `null` as absent
+/// (as the validator does).
+macro_rules! tool_params {
+    (@name $field:ident) => { stringify!($field) };
+    (@name $field:ident $rename:literal) => { $rename };
+    (@has_default) => { false };
+    (@has_default $default:expr) => { true };
+    (@take $E:ty, $ty:ty, $v:expr, $name:expr) => {
+        match $v {
+            Some(v) => v,
+            None => $crate::assistant::tools::schema::absent::<$ty, $E>($name)?,
+        }
+    };
+    (@take $E:ty, $ty:ty, $v:expr, $name:expr, $default:expr) => {
+        match $v {
+            Some(v) => v,
+            None => $default,
+        }
+    };
+    (@opt $p:ident, min $v:expr) => { $p.min($v) };
+    (@opt $p:ident, max $v:expr) => { $p.max($v) };
+    (@opt $p:ident, enum $v:expr) => { $p.one_of($v) };
+    (@opt $p:ident, default $v:expr) => { $p.default($v) };
+    (@opt $p:ident, $key:ident $v:expr) => {
+        compile_error!(concat!(
+            "tool_params!: unknown option `", stringify!($key), "` (min, max, enum, default)"
+        ))
+    };
+    ($(
+        $(#[doc = $sdoc:literal])*
+        $svis:vis struct $name:ident {
+            $(
+                $(#[doc = $fdoc:literal])+
+                $(#[serde(rename = $rename:literal)])?
+                $fvis:vis $field:ident : $ty:ty
+                $(= $default:expr)?
+                $(=> [$($key:ident $val:expr),* $(,)?])?
+            ),* $(,)?
+        }
+    )*) => {$(
+        $(#[doc = $sdoc])*
+        #[derive(Debug)]
+        $svis struct $name {
+            $(
+                $(#[doc = $fdoc])+
+                $fvis $field: $ty,
+            )*
+        }
+
+        impl<'de> ::serde::Deserialize<'de> for $name {
+            fn deserialize<D: ::serde::Deserializer<'de>>(
+                deserializer: D,
+            ) -> ::std::result::Result<Self, D::Error> {
+                // Every field optional here; what an absent one becomes is decided below.
+                #[derive(::serde::Deserialize)]
+                #[serde(deny_unknown_fields)]
+                struct Raw {
+                    $(
+                        $(#[serde(rename = $rename)])?
+                        #[serde(default)]
+                        $field: ::std::option::Option<$ty>,
+                    )*
+                }
+                #[allow(unused_variables)]
+                let raw = <Raw as ::serde::Deserialize>::deserialize(deserializer)?;
+                Ok($name {
+                    $(
+                        $field: $crate::assistant::tools::schema::tool_params!(
+                            @take D::Error, $ty, raw.$field,
+                            $crate::assistant::tools::schema::tool_params!(@name $field $($rename)?)
+                            $(, $default)?
+                        ),
+                    )*
+                })
+            }
+        }
+
+        impl $crate::assistant::tools::schema::ToolParams for $name {
+            fn schema() -> ::serde_json::Value {
+                #[allow(unused_imports)] // by a struct without fields
+                use $crate::assistant::tools::schema::{is_required, object, tool_params, Prop};
+                object(vec![$({
+                    #[allow(unused_mut)]
+                    let mut p = Prop::of::<$ty>(&[$($fdoc),+]);
+                    $($( p = tool_params!(@opt p, $key $val); )*)?
+                    $( p = p.default::<$ty>($default); )?
+                    (
+                        tool_params!(@name $field $($rename)?),
+                        p,
+                        is_required::<$ty>(tool_params!(@has_default $($default)?)),
+                    )
+                }),*])
+            }
+        }
+    )*};
+}
+pub(crate) use tool_params;
 
 fn type_ok(t: &str, v: &Value) -> bool {
     match t {
@@ -261,21 +436,18 @@ mod tests {
     use super::*;
 
     fn schema() -> Value {
-        object(vec![
-            ("query", Prop::string("q").min(1).max(10), true),
-            (
-                "top_k",
-                Prop::integer("k").min(1).max(50).default(json!(5)),
-                false,
-            ),
-            ("mode", Prop::string("m").one_of(&["a", "b"]), false),
-            ("where", Prop::object("w").min(1), false),
-            (
-                "urls",
-                Prop::array("u", Prop::string("url").min(1)).max(2),
-                false,
-            ),
-        ])
+        json!({
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "minLength": 1, "maxLength": 10},
+                "top_k": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5},
+                "mode": {"type": "string", "enum": ["a", "b"]},
+                "where": {"type": "object", "minProperties": 1},
+                "urls": {"type": "array", "items": {"type": "string", "minLength": 1}, "maxItems": 2},
+            },
+            "required": ["query"],
+            "additionalProperties": false,
+        })
     }
 
     #[test]
@@ -311,5 +483,83 @@ mod tests {
         assert!(err(json!({"query": "a", "urls": ["", "x"]})).contains("params.urls[0]"));
         assert!(err(json!({"query": "a", "bogus": 1})).contains("not a parameter"));
         assert!(err(json!("text")).contains("must be an object"));
+    }
+
+    tool_params! {
+        /// Only for the test.
+        struct Sample {
+            /// A name,
+            /// on two lines
+            name: String => [min 1],
+            /// Tags
+            tags: Vec<String> => [max 3],
+            /// A note
+            note: Option<String> => [enum &["a", "b"]],
+            /// How many
+            count: u32 = 3 => [max 9],
+            /// A ratio
+            ratio: Option<f64>,
+            /// Anything
+            anything: Value,
+            /// Extra keys
+            #[serde(rename = "where")]
+            extra: Map<String, Value> = Map::new(),
+        }
+    }
+
+    #[test]
+    fn schemas_are_generated_from_the_field_types() {
+        assert_eq!(
+            Sample::schema(),
+            json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "description": "A name, on two lines", "minLength": 1},
+                    "tags": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "Tags",
+                        "maxItems": 3,
+                    },
+                    "note": {"type": "string", "description": "A note", "enum": ["a", "b"]},
+                    "count": {"type": "integer", "description": "How many", "maximum": 9, "default": 3},
+                    "ratio": {"type": "number", "description": "A ratio"},
+                    "anything": {"description": "Anything"},
+                    "where": {"type": "object", "description": "Extra keys", "default": {}},
+                },
+                "required": ["name", "tags", "anything"],
+                "additionalProperties": false,
+            })
+        );
+        validate(
+            &Sample::schema(),
+            &json!({"name": "n", "tags": [], "anything": 1}),
+            "p",
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn generated_params_deserialise_as_the_schema_says() {
+        let p: Sample = serde_json::from_value(json!({
+            "name": "n", "tags": ["x"], "anything": [1], "ratio": null, "where": {"k": 1},
+        }))
+        .unwrap();
+        assert_eq!(
+            (p.name.as_str(), p.tags, p.count),
+            ("n", vec!["x".to_owned()], 3)
+        );
+        assert_eq!((p.note, p.ratio, p.anything), (None, None, json!([1])));
+        assert_eq!(p.extra["k"], 1);
+        let p: Sample =
+            serde_json::from_value(json!({"name": "n", "tags": [], "anything": 0, "count": null}))
+                .unwrap();
+        assert_eq!((p.count, p.extra.len()), (3, 0));
+        let err = |v: Value| serde_json::from_value::<Sample>(v).unwrap_err().to_string();
+        assert!(err(json!({"name": "n", "anything": 0})).contains("missing field `tags`"));
+        assert!(
+            err(json!({"name": "n", "tags": [], "anything": 0, "x": 1})).contains("unknown field")
+        );
+        assert!(err(json!({"name": 1, "tags": [], "anything": 0})).contains("invalid type"));
     }
 }

@@ -1,12 +1,12 @@
 //! The conversation tools (over the caller's own conversations) and the system tools
-//! (date and time, calculator, settings), with their parameter types and schemas.
+//! (date and time, calculator, settings), with their parameter types (whose schemas
+//! [`tool_params!`] generates).
 
 use chrono::{Datelike, FixedOffset};
-use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::calc;
-use super::schema::{object, Prop, ToolParams};
+use super::schema::tool_params;
 use crate::assistant::conversations::ListQuery;
 use crate::assistant::users::CurrentUser;
 use crate::assistant::{Assistant, AssistantError};
@@ -17,141 +17,45 @@ fn to_value<T: serde::Serialize>(v: T) -> Result<Value> {
     serde_json::to_value(v).map_err(|e| AssistantError::Internal(e.into()))
 }
 
-/// `search_conversations`.
-#[derive(Debug, Deserialize)]
-pub struct SearchConversations {
-    pub query: String,
-    pub page: Option<i64>,
-    pub page_size: Option<i64>,
-}
-
-impl ToolParams for SearchConversations {
-    fn schema() -> Value {
-        object(vec![
-            (
-                "query",
-                Prop::string("Words to find in your conversations")
-                    .min(1)
-                    .max(1000),
-                true,
-            ),
-            (
-                "page",
-                Prop::integer("Page, from 1")
-                    .min(1)
-                    .max(10_000)
-                    .default(json!(1)),
-                false,
-            ),
-            (
-                "page_size",
-                Prop::integer("Results per page")
-                    .min(1)
-                    .max(100)
-                    .default(json!(20)),
-                false,
-            ),
-        ])
+tool_params! {
+    /// `search_conversations`.
+    pub struct SearchConversations {
+        /// Words to find in your conversations
+        pub query: String => [min 1, max 1000],
+        /// Page, from 1
+        pub page: Option<i64> => [min 1, max 10_000, default 1],
+        /// Results per page
+        pub page_size: Option<i64> => [min 1, max 100, default 20],
     }
-}
 
-/// `list_conversations`.
-#[derive(Debug, Deserialize)]
-pub struct ListConversations {
-    pub page: Option<i64>,
-    pub page_size: Option<i64>,
-    pub status: Option<String>,
-}
-
-impl ToolParams for ListConversations {
-    fn schema() -> Value {
-        object(vec![
-            (
-                "page",
-                Prop::integer("Page, from 1")
-                    .min(1)
-                    .max(1_000_000)
-                    .default(json!(1)),
-                false,
-            ),
-            (
-                "page_size",
-                Prop::integer("Conversations per page")
-                    .min(1)
-                    .max(100)
-                    .default(json!(20)),
-                false,
-            ),
-            (
-                "status",
-                Prop::string("Active or Deleted")
-                    .one_of(&["Active", "Deleted"])
-                    .default(json!("Active")),
-                false,
-            ),
-        ])
+    /// `list_conversations`.
+    pub struct ListConversations {
+        /// Page, from 1
+        pub page: Option<i64> => [min 1, max 1_000_000, default 1],
+        /// Conversations per page
+        pub page_size: Option<i64> => [min 1, max 100, default 20],
+        /// Active or Deleted
+        pub status: Option<String> => [enum &["Active", "Deleted"], default "Active"],
     }
-}
 
-/// `get_current_datetime`.
-#[derive(Debug, Deserialize)]
-pub struct CurrentDatetime {
-    #[serde(default)]
-    pub utc_offset_minutes: i32,
-}
-
-impl ToolParams for CurrentDatetime {
-    fn schema() -> Value {
-        object(vec![(
-            "utc_offset_minutes",
-            Prop::integer("Offset of the wanted local time from UTC, in minutes")
-                .min(-720)
-                .max(840)
-                .default(json!(0)),
-            false,
-        )])
+    /// `get_current_datetime`.
+    pub struct CurrentDatetime {
+        /// Offset of the wanted local time from UTC, in minutes
+        pub utc_offset_minutes: i32 = 0 => [min -720, max 840],
     }
-}
 
-/// `calculate`.
-#[derive(Debug, Deserialize)]
-pub struct Calculate {
-    pub expression: String,
-}
-
-impl ToolParams for Calculate {
-    fn schema() -> Value {
-        object(vec![(
-            "expression",
-            Prop::string("Arithmetic: numbers, + - * / % ^, parentheses, sqrt abs round floor ceil ln log10 sin cos tan min max, pi, e")
-                .min(1)
-                .max(calc::MAX_LEN as i64),
-            true,
-        )])
+    /// `calculate`.
+    pub struct Calculate {
+        /// Arithmetic: numbers, + - * / % ^, parentheses, sqrt abs round floor ceil ln log10 sin cos tan min max, pi, e
+        pub expression: String => [min 1, max calc::MAX_LEN as i64],
     }
-}
 
-/// `update_setting`.
-#[derive(Debug, Deserialize)]
-pub struct UpdateSetting {
-    pub key: String,
-    pub value: Value,
-}
-
-impl ToolParams for UpdateSetting {
-    fn schema() -> Value {
-        object(vec![
-            (
-                "key",
-                Prop::string("The setting").one_of(crate::assistant::settings::KEYS),
-                true,
-            ),
-            (
-                "value",
-                Prop::any("Its new value (checked per setting)"),
-                true,
-            ),
-        ])
+    /// `update_setting`.
+    pub struct UpdateSetting {
+        /// The setting
+        pub key: String => [enum crate::assistant::settings::KEYS],
+        /// Its new value (checked per setting)
+        pub value: Value,
     }
 }
 

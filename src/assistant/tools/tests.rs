@@ -100,3 +100,50 @@ fn validation_names_fields_and_unknown_tools_are_404() {
     assert!(r.validate("list_sources", &json!({"x": 1})).is_err());
     assert!(ToolRegistry::check_allowed(r.get("update_setting").unwrap(), &user(false)).is_err());
 }
+
+/// Every tool's schema as it was written by hand before the schemas were generated from
+/// the params types (one `name schema` per line); the generated ones must not drift.
+/// The `update_setting` keys and the `calculate` length come from their constants.
+const SCHEMAS: &str = r#"
+search_knowledge_base {"type":"object","properties":{"query":{"type":"string","description":"What to search for","minLength":1,"maxLength":1000},"top_k":{"type":"integer","description":"Results to return","minimum":1,"maximum":50,"default":5}},"required":["query"],"additionalProperties":false}
+ask_knowledge_base {"type":"object","properties":{"question":{"type":"string","description":"The question to answer from the knowledge base","minLength":1,"maxLength":2000},"top_k":{"type":"integer","description":"Passages to answer from","minimum":1,"maximum":20,"default":5}},"required":["question"],"additionalProperties":false}
+list_documents {"type":"object","properties":{"page":{"type":"integer","description":"Page, from 1","minimum":1,"maximum":1000000,"default":1},"page_size":{"type":"integer","description":"Documents per page","minimum":1,"maximum":100,"default":20}},"required":[],"additionalProperties":false}
+get_document {"type":"object","properties":{"document_id":{"type":"string","description":"The document (chunk) id","minLength":1,"maxLength":200}},"required":["document_id"],"additionalProperties":false}
+get_document_stats {"type":"object","properties":{},"required":[],"additionalProperties":false}
+list_sources {"type":"object","properties":{},"required":[],"additionalProperties":false}
+list_tasks {"type":"object","properties":{"status":{"type":"string","description":"Only tasks in this state","enum":["pending","running","completed","failed","cancelled"]},"limit":{"type":"integer","description":"Most tasks returned, newest first","minimum":1,"maximum":100,"default":20}},"required":[],"additionalProperties":false}
+get_task {"type":"object","properties":{"task_id":{"type":"string","description":"The task id","minLength":1,"maxLength":100}},"required":["task_id"],"additionalProperties":false}
+scrape_url {"type":"object","properties":{"url":{"type":"string","description":"An http(s) URL","minLength":1,"maxLength":2048},"timeout":{"type":"integer","description":"Seconds","minimum":5,"maximum":120,"default":30},"skip_duplicates":{"type":"boolean","description":"Skip a URL or content already stored","default":true}},"required":["url"],"additionalProperties":false}
+upload_text {"type":"object","properties":{"title":{"type":"string","description":"Title; also names the source (as '<title>.txt')","minLength":1,"maxLength":200},"text":{"type":"string","description":"The text to add","minLength":1,"maxLength":1000000},"section":{"type":"string","description":"Section label","minLength":1,"maxLength":100,"default":"uploaded"}},"required":["title","text"],"additionalProperties":false}
+delete_document {"type":"object","properties":{"document_id":{"type":"string","description":"The document (chunk) id","minLength":1,"maxLength":200}},"required":["document_id"],"additionalProperties":false}
+delete_source {"type":"object","properties":{"source":{"type":"string","description":"The source (file name or URL)","minLength":1,"maxLength":2048}},"required":["source"],"additionalProperties":false}
+delete_by_filter {"type":"object","properties":{"where":{"type":"object","description":"Metadata keys and values, AND-ed; a value may be {\"$in\": [..]} or {\"$ne\": v}; never empty","minProperties":1}},"required":["where"],"additionalProperties":false}
+search_conversations {"type":"object","properties":{"query":{"type":"string","description":"Words to find in your conversations","minLength":1,"maxLength":1000},"page":{"type":"integer","description":"Page, from 1","minimum":1,"maximum":10000,"default":1},"page_size":{"type":"integer","description":"Results per page","minimum":1,"maximum":100,"default":20}},"required":["query"],"additionalProperties":false}
+list_conversations {"type":"object","properties":{"page":{"type":"integer","description":"Page, from 1","minimum":1,"maximum":1000000,"default":1},"page_size":{"type":"integer","description":"Conversations per page","minimum":1,"maximum":100,"default":20},"status":{"type":"string","description":"Active or Deleted","enum":["Active","Deleted"],"default":"Active"}},"required":[],"additionalProperties":false}
+get_current_datetime {"type":"object","properties":{"utc_offset_minutes":{"type":"integer","description":"Offset of the wanted local time from UTC, in minutes","minimum":-720,"maximum":840,"default":0}},"required":[],"additionalProperties":false}
+calculate {"type":"object","properties":{"expression":{"type":"string","description":"Arithmetic: numbers, + - * / % ^, parentheses, sqrt abs round floor ceil ln log10 sin cos tan min max, pi, e","minLength":1,"maxLength":500}},"required":["expression"],"additionalProperties":false}
+update_setting {"type":"object","properties":{"key":{"type":"string","description":"The setting","enum":["company_name","industry","enabled_modules","primary_language","assistant_tone","require_confirmation_for_high_risk","knowledge_sources","system_prompt","auto_execute_tools","onboarding_completed"]},"value":{"description":"Its new value (checked per setting)"}},"required":["key","value"],"additionalProperties":false}
+"#;
+
+#[test]
+fn schemas_match_the_snapshot() {
+    let r = ToolRegistry::new();
+    let listed = r.list(None, true, &user(true)).unwrap();
+    let lines: Vec<&str> = SCHEMAS.trim().lines().collect();
+    assert_eq!(listed.len(), lines.len());
+    for line in lines {
+        let (name, schema) = line.split_once(' ').unwrap();
+        let mut expected: serde_json::Value = serde_json::from_str(schema).unwrap();
+        match name {
+            "update_setting" => {
+                expected["properties"]["key"]["enum"] = json!(crate::assistant::settings::KEYS)
+            }
+            "calculate" => {
+                expected["properties"]["expression"]["maxLength"] = json!(super::calc::MAX_LEN)
+            }
+            _ => {}
+        }
+        let got = listed.iter().find(|t| t.tool_name == name).expect(name);
+        assert_eq!(got.schema.as_ref(), Some(&expected), "{name}");
+    }
+}
