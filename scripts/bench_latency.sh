@@ -3,13 +3,17 @@
 # on a free port with a temp data dir, ingests N deterministic passages (one .txt file
 # each, `make_passages(N, seed=1234)` from ../shared/tools/passages.py) through
 # /api/v1/upload/bulk, then times M sequential POST /api/v1/search and M sequential
-# POST /api/v1/query (include_timing) over one keep-alive connection, after 3 warm-up
-# requests of each. Prints p50 / p95 / mean ms per endpoint, the server's own /query
+# POST /api/v1/query (include_timing) over one keep-alive connection, after warm-up
+# requests of each (3 by default). Prints p50 / p95 / mean ms per endpoint, the server's own /query
 # timing breakdown (means) and the answer mode. The server is stopped on exit.
 #
 # Usage: scripts/bench_latency.sh [N_PASSAGES] [M_REQUESTS]      (defaults: 2000 50)
 # Env:   RAGD_LLM_MODEL=FILE.gguf   a generative /query (passed through to the server;
 #                                   without it /query answers extractively)
+#                                   (e.g. with RAGD_LLM_MAX_TOKENS=32: on a CPU build a
+#                                   generative /query takes seconds to minutes)
+#        RAGD_BENCH_TOP_K=K         passages per request (default 5)
+#        RAGD_BENCH_WARMUP=W        warm-up requests per endpoint, not timed (default 3)
 #        RAGD_BENCH_SKIP_BUILD=1    use target/release/ragd as it is
 #        RAGD_BENCH_KEEP=1          keep the temp dir (data, server log) and print it
 # Needs: python3 (standard library only) and the default embedder (scripts/setup.sh).
@@ -63,6 +67,8 @@ python3 - "$port" "$n" "$m" "$root/../shared/tools" "$server_pid" "$tmp/server.l
 import http.client, json, os, random, statistics, sys, time, uuid
 
 port, n, m, tools, pid, log = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), sys.argv[6]
+top_k = int(os.environ.get("RAGD_BENCH_TOP_K", "5"))
+warmup = int(os.environ.get("RAGD_BENCH_WARMUP", "3"))
 sys.path.insert(0, tools)
 from passages import make_passages, _WORDS, fingerprint
 
@@ -122,7 +128,7 @@ print(f"ingested in {ingest_s:.1f} s ({n / ingest_s:.1f} passages/s); documents:
 
 # Deterministic questions: 4-8 words of the passages' vocabulary.
 rng = random.Random(42)
-questions = [" ".join(rng.choice(_WORDS) for _ in range(rng.randint(4, 8))) for _ in range(m + 3)]
+questions = [" ".join(rng.choice(_WORDS) for _ in range(rng.randint(4, 8))) for _ in range(m + warmup)]
 js = {"Content-Type": "application/json"}
 
 def bench(path, make_body):
@@ -131,7 +137,7 @@ def bench(path, make_body):
         t = time.perf_counter()
         out = call(c, "POST", path, json.dumps(make_body(q)), js)
         dt = (time.perf_counter() - t) * 1e3
-        if i >= 3:  # the first 3 are warm-up
+        if i >= warmup:
             lat.append(dt)
             bodies.append(out)
     lat.sort()
@@ -141,8 +147,8 @@ def bench(path, make_body):
 
 load = lambda: " ".join(f"{x:.2f}" for x in os.getloadavg())
 print(f"load average before: {load()}")
-bench("/api/v1/search", lambda q: {"query": q, "top_k": 5})
-bodies = bench("/api/v1/query", lambda q: {"question": q, "top_k": 5, "include_timing": True})
+bench("/api/v1/search", lambda q: {"query": q, "top_k": top_k})
+bodies = bench("/api/v1/query", lambda q: {"question": q, "top_k": top_k, "include_timing": True})
 timings = [b["timing"] for b in bodies if b.get("timing")]
 if timings:
     keys = list(timings[0].keys())
