@@ -96,11 +96,13 @@ impl AppState {
             &config.data_dir,
             config.task_workers,
         )?;
-        let assistant = Arc::new(crate::assistant::Assistant::open(
-            config.clone(),
-            kb.clone(),
-            jobs.clone(),
-        )?);
+        // Opening the assistant may rebuild the conversation index and hash the first-run
+        // admin's password: blocking work, kept off the runtime's threads.
+        let (cfg, kb2, jobs2) = (config.clone(), kb.clone(), jobs.clone());
+        let assistant = Arc::new(
+            tokio::task::spawn_blocking(move || crate::assistant::Assistant::open(cfg, kb2, jobs2))
+                .await??,
+        );
         Ok(Self {
             config,
             kb,

@@ -17,9 +17,8 @@ use super::users::CurrentUser;
 use super::{Assistant, AssistantError};
 use crate::kb::query::{QueryParams, QuerySource};
 use crate::kb::search::SearchParams;
-use crate::kb::SearchHit;
 use crate::ml::llm::tool_grammar::{parse_calls, CallMode, ToolCallFilter, ToolGrammar, OPEN};
-use crate::ml::llm::{ChatMessage, GenerateRequest, LlmEvent, Role, SharedGenerator};
+use crate::ml::llm::{ChatMessage, GenerateRequest, Generation, Role, SharedGenerator};
 
 type Result<T> = std::result::Result<T, AssistantError>;
 
@@ -28,7 +27,7 @@ pub const MAX_ROUNDS: usize = 4;
 /// Passages retrieved for a turn.
 const TURN_PASSAGES: usize = 3;
 /// Messages of history read for the prompt (the window decides how many are used).
-const HISTORY_MESSAGES: i64 = 40;
+const HISTORY_MESSAGES: u64 = 40;
 /// Longest answer a request may ask for.
 pub const MAX_TOKENS_LIMIT: usize = 4096;
 
@@ -158,36 +157,6 @@ async fn emit(sink: Option<&mpsc::Sender<ChatEvent>>, event: ChatEvent) -> Resul
     Ok(())
 }
 
-fn source_of(h: &SearchHit) -> QuerySource {
-    let meta = |k: &str| {
-        h.metadata
-            .get(k)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
-    QuerySource {
-        title: meta("title"),
-        source: h.source.clone(),
-        section: meta("section"),
-        score: h.score,
-        doc_id: h.doc_id.clone(),
-    }
-}
-
-fn title_from(message: &str) -> String {
-    let line = message.lines().next().unwrap_or("").trim();
-    let mut t: String = line.chars().take(60).collect();
-    if line.chars().count() > 60 {
-        t.push('…');
-    }
-    if t.is_empty() {
-        "New conversation".into()
-    } else {
-        t
-    }
-}
-
 impl Assistant {
     /// Runs one user turn (see the module docs).
     #[tracing::instrument(skip_all, fields(user_id = %user.id))]
@@ -217,9 +186,10 @@ impl Assistant {
         let started = std::time::Instant::now();
         let conversation_id = match &req.conversation_id {
             Some(id) => self.conversations.get(&user.id, id).await?.conversation_id,
+            // Untitled: the service names it after the first user message.
             None => {
                 self.conversations
-                    .create(&user.id, Some(title_from(&message)))
+                    .create(&user.id, None)
                     .await?
                     .conversation_id
             }
@@ -269,22 +239,11 @@ impl Assistant {
         user: &CurrentUser,
         conversation_id: &str,
     ) -> Result<Vec<ChatMessage>> {
-        let head = self
+        let recent = self
             .conversations
-            .history(&user.id, conversation_id, Some(1), Some(0))
+            .recent(&user.id, conversation_id, HISTORY_MESSAGES)
             .await?;
-        let offset = (head.total as i64 - HISTORY_MESSAGES).max(0);
-        let page = self
-            .conversations
-            .history(
-                &user.id,
-                conversation_id,
-                Some(HISTORY_MESSAGES),
-                Some(offset),
-            )
-            .await?;
-        Ok(page
-            .messages
+        Ok(recent
             .into_iter()
             .filter_map(|m| {
                 let role = match m.role.as_str() {
@@ -457,7 +416,7 @@ impl Assistant {
             requires_confirmation: records.iter().any(|r| r.status == "pending_confirmation"),
             response,
             tool_calls: records,
-            sources: hits.iter().map(source_of).collect(),
+            sources: hits.iter().map(QuerySource::from).collect(),
             answer_mode: "generative".into(),
             tokens_in,
             tokens_out,
@@ -473,35 +432,25 @@ impl Assistant {
         tokens_in: &mut u64,
         tokens_out: &mut u64,
     ) -> Result<String> {
-        let mut rx = llm.generate(request).map_err(crate::error::Error::from)?;
+        let ml = |e: crate::ml::MlError| AssistantError::from(crate::error::Error::from(e));
+        let mut generation = Generation::start(llm, request).map_err(ml)?;
         let mut gate = ContentGate::default();
         let mut output = String::new();
-        while let Some(event) = rx.recv().await {
-            match event {
-                LlmEvent::Token { text } => {
-                    output.push_str(&text);
-                    let shown = gate.push(&text);
-                    if !shown.is_empty() {
-                        emit(sink, ChatEvent::Content(shown)).await?;
-                    }
-                }
-                LlmEvent::Done {
-                    prompt_tokens,
-                    completion_tokens,
-                    ..
-                } => {
-                    *tokens_in += prompt_tokens as u64;
-                    *tokens_out += completion_tokens as u64;
-                    let rest = gate.finish();
-                    if !rest.is_empty() {
-                        emit(sink, ChatEvent::Content(rest)).await?;
-                    }
-                    return Ok(output);
-                }
-                LlmEvent::Error(e) => return Err(crate::error::Error::from(e).into()),
+        while let Some(piece) = generation.next_text().await.map_err(ml)? {
+            output.push_str(&piece);
+            let shown = gate.push(&piece);
+            if !shown.is_empty() {
+                emit(sink, ChatEvent::Content(shown)).await?;
             }
         }
-        Err(crate::error::Error::from(crate::ml::MlError::WorkerGone).into())
+        let f = generation.finished();
+        *tokens_in += f.prompt_tokens as u64;
+        *tokens_out += f.completion_tokens as u64;
+        let rest = gate.finish();
+        if !rest.is_empty() {
+            emit(sink, ChatEvent::Content(rest)).await?;
+        }
+        Ok(output)
     }
 
     /// Validates a parsed call, then runs, proposes or holds it.

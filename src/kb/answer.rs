@@ -7,7 +7,9 @@ use tokio::sync::mpsc;
 use super::query::format_context;
 use super::{KnowledgeBase, SearchHit};
 use crate::error::{Error, Result};
-use crate::ml::llm::{ChatMessage, GenerateRequest, Generated, Generator, LlmEvent, Prompt, Role};
+use crate::ml::llm::{
+    ChatMessage, GenerateRequest, Generated, Generation, Generator, Prompt, Role,
+};
 
 /// The instructions every generative answer is given.
 pub const SYSTEM_PROMPT: &str = "You answer questions using only the numbered sources \
@@ -156,48 +158,37 @@ impl KnowledgeBase {
         let mut request = GenerateRequest::new(fitted.prompt);
         request.params.max_tokens = fitted.max_tokens;
         request.params.temperature = a.temperature.unwrap_or(defaults.temperature);
-        let mut rx = llm.generate(request)?;
+        let mut generation = Generation::start(llm.as_ref(), request)?;
         let mut text = String::new();
-        while let Some(event) = rx.recv().await {
-            match event {
-                LlmEvent::Token { text: piece } => {
-                    if let Some(sink) = a.sink {
-                        if sink.send(piece.clone()).await.is_err() {
-                            tracing::info!("client went away; generation stopped");
-                            return Err(Error::Cancelled);
-                        }
-                    }
-                    text.push_str(&piece);
+        while let Some(piece) = generation.next_text().await? {
+            if let Some(sink) = a.sink {
+                if sink.send(piece.clone()).await.is_err() {
+                    tracing::info!("client went away; generation stopped");
+                    return Err(Error::Cancelled);
                 }
-                LlmEvent::Done {
-                    prompt_tokens,
-                    completion_tokens,
-                    finish_reason,
-                } => {
-                    tracing::info!(
-                        model = %llm.info().name,
-                        prompt_tokens,
-                        completion_tokens,
-                        finish = finish_reason.as_str(),
-                        passages = fitted.passages_used,
-                        "generated answer"
-                    );
-                    return Ok(Some(GeneratedAnswer {
-                        generated: Generated {
-                            text: text.trim().to_owned(),
-                            prompt_tokens,
-                            completion_tokens,
-                            finish_reason,
-                        },
-                        context: fitted.context,
-                        passages_used: fitted.passages_used,
-                        formatting,
-                    }));
-                }
-                LlmEvent::Error(e) => return Err(e.into()),
             }
+            text.push_str(&piece);
         }
-        Err(crate::ml::MlError::WorkerGone.into())
+        let f = generation.finished();
+        tracing::info!(
+            model = %llm.info().name,
+            prompt_tokens = f.prompt_tokens,
+            completion_tokens = f.completion_tokens,
+            finish = f.finish_reason.as_str(),
+            passages = fitted.passages_used,
+            "generated answer"
+        );
+        Ok(Some(GeneratedAnswer {
+            generated: Generated {
+                text: text.trim().to_owned(),
+                prompt_tokens: f.prompt_tokens,
+                completion_tokens: f.completion_tokens,
+                finish_reason: f.finish_reason,
+            },
+            context: fitted.context,
+            passages_used: fitted.passages_used,
+            formatting,
+        }))
     }
 }
 

@@ -36,6 +36,18 @@ pub struct QuerySource {
     pub doc_id: String,
 }
 
+impl From<&SearchHit> for QuerySource {
+    fn from(h: &SearchHit) -> Self {
+        Self {
+            title: meta(h, "title"),
+            source: h.source.clone(),
+            section: meta(h, "section"),
+            score: h.score,
+            doc_id: h.doc_id.clone(),
+        }
+    }
+}
+
 /// Seconds spent in each step, measured.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Timing {
@@ -190,16 +202,7 @@ impl KnowledgeBase {
         Ok(QueryResponse {
             question: p.question,
             answer,
-            sources: hits
-                .iter()
-                .map(|h| QuerySource {
-                    title: meta(h, "title"),
-                    source: h.source.clone(),
-                    section: meta(h, "section"),
-                    score: h.score,
-                    doc_id: h.doc_id.clone(),
-                })
-                .collect(),
+            sources: hits.iter().map(QuerySource::from).collect(),
             timing: p.include_timing.then_some(timing),
             context_used: p.include_context.then_some(context),
             answer_mode: mode.into(),

@@ -34,7 +34,7 @@ pub mod worker;
 
 pub use engine::{Completion, LlmEngine};
 pub use filter::{DigitsOnly, TokenFilter, Vocabulary};
-pub use generator::{collect, Generated, Generator, SharedGenerator};
+pub use generator::{collect, Finished, Generated, Generation, Generator, SharedGenerator};
 pub use model::{Arch, ModelInfo};
 pub use template::ChatTemplate;
 pub use tokenizer::LlmTokenizer;

@@ -58,9 +58,21 @@ fn tool_choice(p: &Params) -> Result<ToolChoice, AssistantError> {
     })
 }
 
-fn max_tokens(p: &Params) -> Result<Option<usize>, AssistantError> {
-    Ok(p.u64("max_tokens")?
-        .map(|v| v.min(usize::MAX as u64) as usize))
+/// A turn's parameters (shared by the JSON and the streaming operation).
+fn chat_request(p: &Params, user_message: String) -> Result<ChatRequest, AssistantError> {
+    Ok(ChatRequest {
+        user_message,
+        conversation_id: p.str("conversation_id")?,
+        // Low and medium risk tools run unless the caller says otherwise; high risk is
+        // always held for confirmation.
+        auto_execute_tools: p.bool_or("auto_execute_tools", true)?,
+        system_prompt: p.str("system_prompt")?,
+        max_tokens: p
+            .u64("max_tokens")?
+            .map(|v| v.min(usize::MAX as u64) as usize),
+        tool_choice: tool_choice(p)?,
+        attachments: Vec::new(),
+    })
 }
 
 fn reply_envelope(reply: ChatReply) -> Result<Response, AssistantError> {
@@ -77,17 +89,7 @@ async fn chat_with_tools(
     State(state): State<AppState>,
     p: Params,
 ) -> Result<Response, AssistantError> {
-    let req = ChatRequest {
-        user_message: p.required_str("user_message")?,
-        conversation_id: p.str("conversation_id")?,
-        // Low and medium risk tools run unless the caller says otherwise; high risk is
-        // always held for confirmation.
-        auto_execute_tools: p.bool_or("auto_execute_tools", true)?,
-        system_prompt: p.str("system_prompt")?,
-        max_tokens: max_tokens(&p)?,
-        tool_choice: tool_choice(&p)?,
-        attachments: Vec::new(),
-    };
+    let req = chat_request(&p, p.required_str("user_message")?)?;
     reply_envelope(state.assistant.chat(&limited.user, req, None).await?)
 }
 
@@ -187,15 +189,7 @@ async fn stream_ai_response(
     if prompt.trim().is_empty() {
         return Err(AssistantError::BadRequest("prompt is required".into()));
     }
-    let req = ChatRequest {
-        user_message: prompt,
-        conversation_id: p.str("conversation_id")?,
-        auto_execute_tools: p.bool_or("auto_execute_tools", true)?,
-        system_prompt: p.str("system_prompt")?,
-        max_tokens: max_tokens(&p)?,
-        tool_choice: tool_choice(&p)?,
-        attachments: Vec::new(),
-    };
+    let req = chat_request(&p, prompt)?;
     Ok(sse::respond(stream_chat(state, limited.user, req)).into_response())
 }
 

@@ -58,34 +58,81 @@ pub struct Generated {
     pub finish_reason: FinishReason,
 }
 
+/// How a generation ended, known once its text is all read.
+#[derive(Debug, Clone, Copy)]
+pub struct Finished {
+    /// Tokens of the prompt.
+    pub prompt_tokens: usize,
+    /// Tokens generated.
+    pub completion_tokens: usize,
+    /// Why it ended.
+    pub finish_reason: FinishReason,
+}
+
+/// A running generation, read piece by piece. Dropping it stops the model.
+pub struct Generation {
+    rx: mpsc::Receiver<LlmEvent>,
+    finished: Finished,
+}
+
+impl Generation {
+    /// Starts `request` on `generator`.
+    pub fn start(generator: &dyn Generator, request: GenerateRequest) -> Result<Self, MlError> {
+        Ok(Self {
+            rx: generator.generate(request)?,
+            finished: Finished {
+                prompt_tokens: 0,
+                completion_tokens: 0,
+                finish_reason: FinishReason::Length,
+            },
+        })
+    }
+
+    /// The next piece of text, or `None` once the generation has ended normally (then
+    /// [`finished`](Self::finished) tells how).
+    pub async fn next_text(&mut self) -> Result<Option<String>, MlError> {
+        match self.rx.recv().await {
+            Some(LlmEvent::Token { text }) => Ok(Some(text)),
+            Some(LlmEvent::Done {
+                prompt_tokens,
+                completion_tokens,
+                finish_reason,
+            }) => {
+                self.finished = Finished {
+                    prompt_tokens,
+                    completion_tokens,
+                    finish_reason,
+                };
+                Ok(None)
+            }
+            Some(LlmEvent::Error(e)) => Err(e),
+            None => Err(MlError::WorkerGone),
+        }
+    }
+
+    /// Token counts and reason, after [`next_text`](Self::next_text) returned `None`.
+    pub fn finished(&self) -> Finished {
+        self.finished
+    }
+}
+
 /// Runs `request` to the end and returns its text, calling `on_text` with each piece.
 pub async fn collect(
     generator: &dyn Generator,
     request: GenerateRequest,
     mut on_text: impl FnMut(&str),
 ) -> Result<Generated, MlError> {
-    let mut rx = generator.generate(request)?;
+    let mut generation = Generation::start(generator, request)?;
     let mut text = String::new();
-    while let Some(event) = rx.recv().await {
-        match event {
-            LlmEvent::Token { text: piece } => {
-                on_text(&piece);
-                text.push_str(&piece);
-            }
-            LlmEvent::Done {
-                prompt_tokens,
-                completion_tokens,
-                finish_reason,
-            } => {
-                return Ok(Generated {
-                    text,
-                    prompt_tokens,
-                    completion_tokens,
-                    finish_reason,
-                })
-            }
-            LlmEvent::Error(e) => return Err(e),
-        }
+    while let Some(piece) = generation.next_text().await? {
+        on_text(&piece);
+        text.push_str(&piece);
     }
-    Err(MlError::WorkerGone)
+    let f = generation.finished();
+    Ok(Generated {
+        text,
+        prompt_tokens: f.prompt_tokens,
+        completion_tokens: f.completion_tokens,
+        finish_reason: f.finish_reason,
+    })
 }
