@@ -94,7 +94,7 @@ impl CpuBert {
     pub(super) fn supports(c: &Config) -> bool {
         c.hidden_act == HiddenAct::Gelu
             && c.num_attention_heads > 0
-            && c.hidden_size % c.num_attention_heads == 0
+            && c.hidden_size.is_multiple_of(c.num_attention_heads)
     }
 
     /// Copies the weights out of `vb` (read on the CPU).
