@@ -1,15 +1,20 @@
-//! A small persistent thread pool for the CPU kernels: `n - 1` workers plus the calling
-//! thread run one closure together and meet at its end. A forward pass of the LLM makes a
-//! few hundred such rounds per token, each a few microseconds to a few milliseconds long,
-//! so workers spin briefly between rounds (a futex wake-up costs more than most rounds)
-//! and park when no round comes, so an idle model uses no CPU.
+//! A small persistent thread pool for the CPU kernels: `n - 1` workers help the calling
+//! thread through a round of work split into chunks. A forward pass of the LLM makes a few
+//! hundred such rounds per token, each microseconds to milliseconds long, so workers spin
+//! briefly between rounds (a futex wake-up costs more than most rounds) and park when no
+//! round comes, so an idle model uses no CPU.
 //!
-//! The closure borrows from the caller's stack: [`Pool::run`] returns only after every
-//! worker has finished with it, which is what makes the borrow sound (as in scoped
-//! threads). A panic on any thread is caught and re-raised on the caller.
+//! Chunks are claimed dynamically, and a worker joins a round only while it is open: the
+//! caller closes it when every chunk is claimed and then waits only for the workers that
+//! joined. A worker the OS has not scheduled (a busy desktop, other processes) therefore
+//! never holds a round up: the caller does its chunks.
+//!
+//! The round's closure borrows from the caller's stack: [`Pool::run`] returns only after
+//! every worker that joined has finished with it, which makes the borrow sound (as in
+//! scoped threads). A panic on any thread is caught and re-raised on the caller.
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -17,24 +22,44 @@ use std::time::{Duration, Instant};
 /// How long a worker spins for the next round before it parks.
 const SPIN: Duration = Duration::from_micros(300);
 
-/// The work of one round: called once on every thread with `(thread index, threads)`.
+/// The work of one round: called with `(thread index, chunk)`.
 type Job<'a> = &'a (dyn Fn(usize, usize) + Sync);
 
+/// Round state in one word: bits 0-31 the round number, bits 32-62 the workers inside
+/// it, bit 63 set while it is open to joiners.
+const OPEN: u64 = 1 << 63;
+const ONE_ACTIVE: u64 = 1 << 32;
+const ACTIVE_MASK: u64 = ((1 << 31) - 1) << 32;
+
 struct Shared {
-    /// Bumped by the caller to start a round; workers wait for it to change.
-    epoch: AtomicUsize,
-    /// Workers still running the current round.
-    pending: AtomicUsize,
-    /// The current round's closure: points at a `Job` on the caller's stack (see `run`).
+    state: AtomicU64,
+    /// The current round's closure: points at a `Job` on the caller's stack.
     job: AtomicPtr<Job<'static>>,
-    /// Set when a worker's part of the round panicked.
+    /// The next chunk to claim, and how many there are.
+    next: AtomicUsize,
+    chunks: AtomicUsize,
+    /// Set when a worker's chunk panicked.
     panicked: AtomicBool,
     /// The pool is being dropped.
     stop: AtomicBool,
-    /// Parked workers wait here for a new epoch.
+    /// Parked workers wait here for a new round.
     sleep: Mutex<()>,
     wake: Condvar,
     threads: usize,
+}
+
+impl Shared {
+    /// Claims and runs chunks until none is left.
+    fn work(&self, job: Job<'_>, thread: usize) {
+        let n = self.chunks.load(Ordering::Acquire);
+        loop {
+            let c = self.next.fetch_add(1, Ordering::AcqRel);
+            if c >= n {
+                return;
+            }
+            job(thread, c);
+        }
+    }
 }
 
 /// A fixed set of threads that run data-parallel rounds.
@@ -50,9 +75,10 @@ impl Pool {
     pub fn new(threads: usize, name: &str) -> std::io::Result<Self> {
         let threads = threads.max(1);
         let shared = Arc::new(Shared {
-            epoch: AtomicUsize::new(0),
-            pending: AtomicUsize::new(0),
+            state: AtomicU64::new(0),
             job: AtomicPtr::new(std::ptr::null_mut()),
+            next: AtomicUsize::new(0),
+            chunks: AtomicUsize::new(0),
             panicked: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             sleep: Mutex::new(()),
@@ -80,49 +106,56 @@ impl Pool {
         self.shared.threads
     }
 
-    /// Runs `f(index, threads)` on every thread of the pool (the caller is index 0) and
-    /// returns when all are done. A panic in any of them is re-raised here.
-    pub fn run(&self, f: &(dyn Fn(usize, usize) + Sync)) {
-        let threads = self.shared.threads;
-        if threads == 1 {
-            f(0, 1);
+    /// Runs `f(thread, chunk)` once for every chunk in `0..chunks`, on whichever threads
+    /// claim them (`thread` is 0 for the caller, `1..threads` for workers, so per-thread
+    /// buffers can be indexed by it), and returns when all are done. A panic in any of
+    /// them is re-raised here.
+    pub fn run(&self, chunks: usize, f: &(dyn Fn(usize, usize) + Sync)) {
+        if self.shared.threads == 1 || chunks <= 1 {
+            for c in 0..chunks {
+                f(0, c);
+            }
             return;
         }
+        let sh = &*self.shared;
         let _round = self.round.lock().unwrap_or_else(|e| e.into_inner());
-        // SAFETY: workers use `job` (and through it `f`) only between the epoch bump below
-        // and `pending` reaching zero, and this function does not return before that, so
-        // both outlive every use. The lifetime is erased only to store the pointer.
+        // SAFETY: workers use `job` (and through it `f`) only while counted as active in
+        // an open round, and this function waits for that count to reach zero after
+        // closing the round, so both outlive every use. The lifetime is erased only to
+        // store the pointer.
         let job: Job<'static> = unsafe { std::mem::transmute::<Job<'_>, Job<'static>>(f) };
-        self.shared.job.store(
+        sh.job.store(
             &job as *const Job<'static> as *mut Job<'static>,
             Ordering::SeqCst,
         );
-        self.shared.pending.store(threads - 1, Ordering::SeqCst);
+        sh.chunks.store(chunks, Ordering::SeqCst);
+        sh.next.store(0, Ordering::SeqCst);
         {
-            let _g = self.shared.sleep.lock().unwrap_or_else(|e| e.into_inner());
-            self.shared.epoch.fetch_add(1, Ordering::SeqCst);
+            let _g = sh.sleep.lock().unwrap_or_else(|e| e.into_inner());
+            let round = (sh.state.load(Ordering::SeqCst) as u32).wrapping_add(1);
+            sh.state.store(OPEN | u64::from(round), Ordering::SeqCst);
         }
-        self.shared.wake.notify_all();
-        let mine = catch_unwind(AssertUnwindSafe(|| f(0, threads)));
-        while self.shared.pending.load(Ordering::Acquire) != 0 {
+        sh.wake.notify_all();
+        let mine = catch_unwind(AssertUnwindSafe(|| sh.work(f, 0)));
+        // Close the round to latecomers, then wait for those inside.
+        sh.state.fetch_and(!OPEN, Ordering::SeqCst);
+        while sh.state.load(Ordering::Acquire) & ACTIVE_MASK != 0 {
             std::hint::spin_loop();
         }
-        self.shared
-            .job
-            .store(std::ptr::null_mut(), Ordering::SeqCst);
+        sh.job.store(std::ptr::null_mut(), Ordering::SeqCst);
         if let Err(p) = mine {
             resume_unwind(p);
         }
-        if self.shared.panicked.swap(false, Ordering::SeqCst) {
+        if sh.panicked.swap(false, Ordering::SeqCst) {
             panic!("a pool worker panicked");
         }
     }
 
-    /// Splits `0..n` into `threads` contiguous parts as even as possible and returns
-    /// part `index`.
-    pub fn part(n: usize, index: usize, threads: usize) -> std::ops::Range<usize> {
-        let base = n / threads;
-        let extra = n % threads;
+    /// Splits `0..n` into `parts` contiguous ranges as even as possible and returns range
+    /// `index`.
+    pub fn part(n: usize, index: usize, parts: usize) -> std::ops::Range<usize> {
+        let base = n / parts;
+        let extra = n % parts;
         let start = index * base + index.min(extra);
         let len = base + usize::from(index < extra);
         start..start + len
@@ -134,7 +167,7 @@ impl Drop for Pool {
         self.shared.stop.store(true, Ordering::SeqCst);
         {
             let _g = self.shared.sleep.lock().unwrap_or_else(|e| e.into_inner());
-            self.shared.epoch.fetch_add(1, Ordering::SeqCst);
+            self.shared.state.fetch_add(1, Ordering::SeqCst);
         }
         self.shared.wake.notify_all();
         for w in self.workers.drain(..) {
@@ -143,54 +176,73 @@ impl Drop for Pool {
     }
 }
 
+/// Joins the open round `round` if it still is; true when joined.
+fn join(sh: &Shared, round: u32) -> bool {
+    let mut s = sh.state.load(Ordering::Acquire);
+    loop {
+        if s & OPEN == 0 || s as u32 != round {
+            return false;
+        }
+        match sh
+            .state
+            .compare_exchange_weak(s, s + ONE_ACTIVE, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => return true,
+            Err(now) => s = now,
+        }
+    }
+}
+
 fn worker(shared: Arc<Shared>, index: usize) {
-    // Rounds are counted from 0, the epoch when the pool was made: a worker that starts
-    // late still sees a round begun before it ran.
-    let mut seen = 0;
+    let mut seen = shared.state.load(Ordering::SeqCst) as u32;
     loop {
         // Spin for the next round, then sleep until it comes.
         let started = Instant::now();
         let mut spins = 0u32;
-        while shared.epoch.load(Ordering::Acquire) == seen {
+        let round = |sh: &Shared| sh.state.load(Ordering::Acquire) as u32;
+        while round(&shared) == seen {
             std::hint::spin_loop();
             spins = spins.wrapping_add(1);
             if spins.is_multiple_of(1024) && started.elapsed() > SPIN {
                 let mut g = shared.sleep.lock().unwrap_or_else(|e| e.into_inner());
-                while shared.epoch.load(Ordering::Acquire) == seen {
+                while round(&shared) == seen && !shared.stop.load(Ordering::SeqCst) {
                     g = shared.wake.wait(g).unwrap_or_else(|e| e.into_inner());
                 }
                 break;
             }
         }
-        seen = shared.epoch.load(Ordering::Acquire);
         if shared.stop.load(Ordering::SeqCst) {
             return;
         }
+        seen = round(&shared);
+        if !join(&shared, seen) {
+            continue;
+        }
         let job = shared.job.load(Ordering::Acquire);
-        // SAFETY: a non-null pointer is valid until this worker decrements `pending`
-        // (see `Pool::run`).
+        // SAFETY: the caller keeps the job alive while this worker is active in the
+        // open round it joined (see `Pool::run`).
         if let Some(job) = unsafe { job.as_ref() } {
-            if catch_unwind(AssertUnwindSafe(|| job(index, shared.threads))).is_err() {
+            if catch_unwind(AssertUnwindSafe(|| shared.work(*job, index))).is_err() {
                 shared.panicked.store(true, Ordering::SeqCst);
             }
         }
-        shared.pending.fetch_sub(1, Ordering::Release);
+        shared.state.fetch_sub(ONE_ACTIVE, Ordering::AcqRel);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicU64;
+    use std::sync::atomic::AtomicU64 as Counter;
 
     #[test]
-    fn every_thread_runs_each_round_once() {
+    fn every_chunk_runs_once() {
         let pool = Pool::new(3, "test-pool").unwrap();
-        let hits: Vec<AtomicU64> = (0..3).map(|_| AtomicU64::new(0)).collect();
+        let hits: Vec<Counter> = (0..50).map(|_| Counter::new(0)).collect();
         for _ in 0..1000 {
-            pool.run(&|i, n| {
-                assert_eq!(n, 3);
-                hits[i].fetch_add(1, Ordering::Relaxed);
+            pool.run(50, &|t, c| {
+                assert!(t < 3);
+                hits[c].fetch_add(1, Ordering::Relaxed);
             });
         }
         for h in &hits {
@@ -201,33 +253,53 @@ mod tests {
     #[test]
     fn rounds_after_parking_still_run() {
         let pool = Pool::new(2, "test-pool").unwrap();
-        let sum = AtomicU64::new(0);
-        pool.run(&|i, _| {
-            sum.fetch_add(i as u64 + 1, Ordering::Relaxed);
+        let sum = Counter::new(0);
+        pool.run(4, &|_, c| {
+            sum.fetch_add(c as u64 + 1, Ordering::Relaxed);
         });
         std::thread::sleep(Duration::from_millis(5));
-        pool.run(&|i, _| {
-            sum.fetch_add(i as u64 + 1, Ordering::Relaxed);
+        pool.run(4, &|_, c| {
+            sum.fetch_add(c as u64 + 1, Ordering::Relaxed);
         });
-        assert_eq!(sum.load(Ordering::Relaxed), 6);
+        assert_eq!(sum.load(Ordering::Relaxed), 20);
     }
 
     #[test]
     fn a_worker_panic_reaches_the_caller_and_the_pool_survives() {
         let pool = Pool::new(2, "test-pool").unwrap();
         let r = catch_unwind(AssertUnwindSafe(|| {
-            pool.run(&|i, _| {
-                if i == 1 {
+            pool.run(64, &|_, c| {
+                if c == 63 {
                     panic!("boom");
                 }
             })
         }));
         assert!(r.is_err());
-        let count = AtomicU64::new(0);
-        pool.run(&|_, _| {
+        let count = Counter::new(0);
+        pool.run(10, &|_, _| {
             count.fetch_add(1, Ordering::Relaxed);
         });
-        assert_eq!(count.load(Ordering::Relaxed), 2);
+        assert_eq!(count.load(Ordering::Relaxed), 10);
+    }
+
+    #[test]
+    fn a_slow_worker_holds_up_only_its_own_chunk() {
+        let pool = Pool::new(2, "test-pool").unwrap();
+        // Whatever chunk the worker takes sleeps; the caller does the others meanwhile.
+        let done = Counter::new(0);
+        let started = Instant::now();
+        pool.run(8, &|t, _| {
+            if t == 1 {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            done.fetch_add(1, Ordering::Relaxed);
+        });
+        assert_eq!(done.load(Ordering::Relaxed), 8);
+        assert!(
+            started.elapsed() < Duration::from_millis(150),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[test]

@@ -398,8 +398,9 @@ fn rows(pool: &Pool, n: usize, f: &(dyn Fn(usize) + Sync)) {
         f(0);
         return;
     }
-    pool.run(&|i, threads| {
-        for t in Pool::part(n, i, threads) {
+    let chunks = n.min(4 * pool.threads());
+    pool.run(chunks, &|_, c| {
+        for t in Pool::part(n, c, chunks) {
             f(t);
         }
     });
@@ -460,8 +461,9 @@ fn products(
 ) {
     let k = kinds(parts);
     let total: usize = parts.iter().map(|p| p.groups()).sum();
-    pool.run(&|i, threads| {
-        let mine = Pool::part(total, i, threads);
+    let chunks = total.min(4 * pool.threads());
+    pool.run(chunks, &|_, c| {
+        let mine = Pool::part(total, c, chunks);
         let mut start = 0;
         for (p, &off) in parts.iter().zip(offsets) {
             let (lo, hi) = (mine.start.max(start), mine.end.min(start + p.groups()));
@@ -579,7 +581,7 @@ fn attend(
         kv: cache.ty(),
     };
     let ldo = cfg.heads * cfg.head_dim;
-    let (items, split) = attention::plan(&shape, pool.threads());
+    let (items, chunks) = attention::plan(&shape, pool.threads());
     let (k, v) = cache.layer(l);
     let q = b.qkv.as_ptr() as usize;
     let out = Out(b.att.as_mut_ptr());
@@ -589,24 +591,22 @@ fn attend(
     }
     let scratch = ScratchPtr(b.attn.as_mut_ptr());
     let states = StatePtr(b.states.as_mut_ptr());
-    pool.run(&|i, threads| {
-        // SAFETY: thread `i` alone uses scratch `i`.
-        let scratch = unsafe { &mut *scratch.get().add(i) };
-        for (idx, item) in items.iter().enumerate().skip(i).step_by(threads) {
-            // SAFETY: `q` is the query buffer of `n` rows of `ldq`; `k`/`v` hold the
-            // positions `0..pos + n`; `tier` was checked at load.
-            unsafe { attention::run_item(tier, &shape, q as *const f32, k, v, *item, scratch) };
-            if split {
-                // SAFETY: item `idx` is run by this thread only.
-                unsafe { core::ptr::swap(&mut scratch.state, states.get().add(idx)) };
-            } else {
-                // SAFETY: each item writes its own heads and tokens.
-                unsafe { attention::write(&shape, *item, &scratch.state, out.get(), ldo) };
-            }
+    pool.run(items.len(), &|thread, idx| {
+        // SAFETY: thread `thread` alone uses scratch `thread`.
+        let scratch = unsafe { &mut *scratch.get().add(thread) };
+        let item = items[idx];
+        // SAFETY: `q` is the query buffer of `n` rows of `ldq`; `k`/`v` hold the
+        // positions `0..pos + n`; `tier` was checked at load.
+        unsafe { attention::run_item(tier, &shape, q as *const f32, k, v, item, scratch) };
+        if chunks > 1 {
+            // SAFETY: item `idx` is run by this thread only.
+            unsafe { core::ptr::swap(&mut scratch.state, states.get().add(idx)) };
+        } else {
+            // SAFETY: each item writes its own heads and tokens.
+            unsafe { attention::write(&shape, item, &scratch.state, out.get(), ldo) };
         }
     });
-    if split {
-        let chunks = pool.threads();
+    if chunks > 1 {
         for (group, its) in items.chunks(chunks).enumerate() {
             let parts: Vec<&attention::State> = (0..its.len())
                 .map(|c| &b.states[group * chunks + c])

@@ -200,6 +200,11 @@ impl ActsWriter {
 
 /// Q8_0 of one block of 32: writes `q`, returns (`d` rounded to f16, `Σq`).
 fn quantize_q8_block(tier: Tier, x: &[f32], q: &mut [i8]) -> (f32, i32) {
+    #[cfg(target_arch = "x86_64")]
+    if tier == Tier::Avx512 {
+        // SAFETY: the tier is only chosen when the CPU has AVX-512; a block is 32 values.
+        return unsafe { avx512::q8_block(x, q) };
+    }
     let _ = tier;
     let amax = x.iter().fold(0f32, |a, v| a.max(v.abs()));
     let d = amax / 127.0;
@@ -214,6 +219,11 @@ fn quantize_q8_block(tier: Tier, x: &[f32], q: &mut [i8]) -> (f32, i32) {
 
 /// Q8_K of one block of 256: writes `q`, returns `d`.
 fn quantize_q8k_block(tier: Tier, x: &[f32], q: &mut [i8]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if tier == Tier::Avx512 {
+        // SAFETY: the tier is only chosen when the CPU has AVX-512; a block is 256 values.
+        return unsafe { avx512::q8k_block(x, q) };
+    }
     let _ = tier;
     let (mut amax, mut max) = (0f32, 0f32);
     for &v in x {
@@ -304,5 +314,91 @@ fn push_nibbles(out: &mut Vec<u8>, q: &[u8], five: bool) {
     }
     for j in 0..16 {
         out.push((q[j] & 0x0F) | ((q[j + 16] & 0x0F) << 4));
+    }
+}
+
+/// AVX-512 versions of the block quantizers: the same IEEE operations as the scalar ones
+/// (exact maxima, one multiply, rounding half away from zero), so the same bytes.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    use half::f16;
+
+    /// `round` (half away from zero) of every lane, as `f32::round`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn round_away(v: __m512) -> __m512 {
+        let t = _mm512_roundscale_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(v);
+        let frac = _mm512_abs_ps(_mm512_sub_ps(v, t));
+        let away = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(frac, _mm512_set1_ps(0.5));
+        let one = _mm512_or_ps(_mm512_and_ps(v, _mm512_set1_ps(-0.0)), _mm512_set1_ps(1.0));
+        _mm512_mask_add_ps(t, away, t, one)
+    }
+
+    /// Rounds `v · scale` (at most `top`) to bytes at `q`; returns their sum.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn store(v: __m512, scale: f32, top: Option<f32>, q: *mut i8) -> __m512i {
+        let mut r = round_away(_mm512_mul_ps(v, _mm512_set1_ps(scale)));
+        if let Some(top) = top {
+            r = _mm512_min_ps(r, _mm512_set1_ps(top));
+        }
+        let i = _mm512_cvttps_epi32(r);
+        _mm_storeu_si128(q.cast(), _mm512_cvtepi32_epi8(i));
+        i
+    }
+
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn q8_block(x: &[f32], q: &mut [i8]) -> (f32, i32) {
+        assert!(x.len() == 32 && q.len() == 32);
+        let (a, b) = (
+            _mm512_loadu_ps(x.as_ptr()),
+            _mm512_loadu_ps(x.as_ptr().add(16)),
+        );
+        let amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+        let d = amax / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        let ia = store(a, id, None, q.as_mut_ptr());
+        let ib = store(b, id, None, q.as_mut_ptr().add(16));
+        let sum = _mm512_reduce_add_epi32(_mm512_add_epi32(ia, ib));
+        (f16::from_f32(d).to_f32(), sum)
+    }
+
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn q8k_block(x: &[f32], q: &mut [i8]) -> f32 {
+        assert!(x.len() == 256 && q.len() == 256);
+        let p = x.as_ptr();
+        let mut m = _mm512_setzero_ps();
+        for i in (0..256).step_by(16) {
+            m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(p.add(i))));
+        }
+        let amax = _mm512_reduce_max_ps(m);
+        if amax == 0.0 {
+            q.fill(0);
+            return 0.0;
+        }
+        // The first value of that magnitude, as the scalar scan keeps it.
+        let mut max = 0.0;
+        for i in (0..256).step_by(16) {
+            let hit = _mm512_cmp_ps_mask::<_CMP_EQ_OQ>(
+                _mm512_abs_ps(_mm512_loadu_ps(p.add(i))),
+                _mm512_set1_ps(amax),
+            );
+            if hit != 0 {
+                max = x[i + hit.trailing_zeros() as usize];
+                break;
+            }
+        }
+        let iscale = -128.0 / max;
+        for i in (0..256).step_by(16) {
+            store(
+                _mm512_loadu_ps(p.add(i)),
+                iscale,
+                Some(127.0),
+                q.as_mut_ptr().add(i),
+            );
+        }
+        1.0 / iscale
     }
 }

@@ -48,9 +48,10 @@ pub struct Item {
     pub k1: usize,
 }
 
-/// The items of one layer's attention for `threads` threads; `split` is true when key
-/// ranges were split (results then need [`combine`]).
-pub fn plan(s: &Shape, threads: usize) -> (Vec<Item>, bool) {
+/// The items of one layer's attention for `threads` threads, and how many consecutive
+/// items share query rows (key ranges split in that many chunks; more than one means the
+/// results need [`combine`]).
+pub fn plan(s: &Shape, threads: usize) -> (Vec<Item>, usize) {
     let keys = s.pos + s.tokens;
     let tiles = s.tokens.div_ceil(QTILE);
     let split = threads > 1 && s.kv_heads * tiles < 2 * threads && keys >= 2 * KBLOCK * threads;
@@ -74,7 +75,7 @@ pub fn plan(s: &Shape, threads: usize) -> (Vec<Item>, bool) {
             }
         }
     }
-    (items, split)
+    (items, chunks)
 }
 
 /// Running softmax state of query rows: per row `m`, `l`, then `head_dim` accumulators.
