@@ -8,12 +8,16 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::browser::{js, Browser, Page};
 use common::{create_user, test_config, Auth, TestServer};
 use ragd::config::{Config, GeneratorSlot};
-use ragd::ml::llm::{Arch, FinishReason, GenerateRequest, Generator, LlmEvent, ModelInfo, Prompt};
+use ragd::ml::llm::{
+    Arch, FinishReason, GenerateRequest, Generator, LlmEvent, ModelInfo, Prompt, Role,
+};
 use ragd::ml::MlError;
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -472,30 +476,52 @@ async fn the_page_works_end_to_end_without_an_llm() {
     server.stop().await;
 }
 
-/// Answers every generation with one scripted text: the page's side of a model that
-/// proposes a tool call (the chat engine, the held action and the stream are real).
-struct OneReply {
+/// What the scripted model writes when asked to delete something.
+const DELETE_CALL: &str = "I will remove that file.<tool_call>{\"name\": \"delete_source\", \"arguments\": {\"source\": \"old-notes.md\"}}</tool_call>";
+
+/// A scripted model (the chat engine, the held action and the stream around it are
+/// real): a request to delete something is answered with a `delete_source` call; anything
+/// else with words, slowly and without end, until nobody listens any more.
+struct Scripted {
     info: ModelInfo,
-    text: String,
+    /// Set when an endless answer stopped because its reader went away.
+    stopped: Arc<AtomicBool>,
 }
 
-impl Generator for OneReply {
-    fn generate(&self, _request: GenerateRequest) -> Result<mpsc::Receiver<LlmEvent>, MlError> {
+impl Generator for Scripted {
+    fn generate(&self, request: GenerateRequest) -> Result<mpsc::Receiver<LlmEvent>, MlError> {
         let (tx, rx) = mpsc::channel(64);
-        let pieces: Vec<String> = self
-            .text
-            .chars()
-            .collect::<Vec<_>>()
-            .chunks(6)
-            .map(|c| c.iter().collect())
-            .collect();
+        let asks_delete = match &request.prompt {
+            Prompt::Chat(m) => m
+                .iter()
+                .rev()
+                .find(|m| m.role == Role::User)
+                .is_some_and(|m| m.content.contains("delete")),
+            _ => false,
+        };
+        let stopped = self.stopped.clone();
         tokio::spawn(async move {
-            for p in &pieces {
-                let _ = tx.send(LlmEvent::Token { text: p.clone() }).await;
+            if !asks_delete {
+                while tx
+                    .send(LlmEvent::Token {
+                        text: "word ".into(),
+                    })
+                    .await
+                    .is_ok()
+                {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                stopped.store(true, Ordering::SeqCst);
+                return;
+            }
+            let chars: Vec<char> = DELETE_CALL.chars().collect();
+            for piece in chars.chunks(6) {
+                let text = piece.iter().collect();
+                let _ = tx.send(LlmEvent::Token { text }).await;
             }
             let done = LlmEvent::Done {
                 prompt_tokens: 100,
-                completion_tokens: pieces.len(),
+                completion_tokens: chars.len() / 6 + 1,
                 finish_reason: FinishReason::Stop,
             };
             let _ = tx.send(done).await;
@@ -521,13 +547,14 @@ async fn a_chat_reply_that_calls_a_high_risk_tool_waits_for_confirmation() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     create_user(&data, ADMIN.0, ADMIN.1, true).await;
-    let model = OneReply {
+    let stopped = Arc::new(AtomicBool::new(false));
+    let model = Scripted {
         info: ModelInfo {
             name: "scripted".into(),
             arch: Arch::Qwen2,
             context_length: 8192,
         },
-        text: "I will remove that file.<tool_call>{\"name\": \"delete_source\", \"arguments\": {\"source\": \"old-notes.md\"}}</tool_call>".into(),
+        stopped: stopped.clone(),
     };
     let config = Config {
         llm_override: GeneratorSlot(Some(Arc::new(model) as Arc<dyn Generator>)),
@@ -573,6 +600,29 @@ async fn a_chat_reply_that_calls_a_high_risk_tool_waits_for_confirmation() {
         p.call("Page.reload", json!({}));
         p.wait_for("#messages .tool[data-tool='delete_source'][data-status='closed']");
         assert!(p.eval("!document.querySelector('#messages button.confirm')") == json!(true));
+
+        // A long reply shows that it is working and can be stopped; the model stops too.
+        p.type_into("#chat-input", "Tell me everything about pallets");
+        p.press("Enter");
+        p.wait(
+            "(document.querySelector('#messages .message.assistant[aria-busy] .text')?.textContent.length ?? 0) > 40",
+            "the reply to stream",
+        );
+        // The clock of a reply in progress ("Thinking… 3 s").
+        let clock = p.text("#chat-status");
+        assert!(clock.contains("… ") && clock.ends_with(" s"), "{clock}");
+        p.screenshot("15-chat-streaming");
+        p.click("#chat-stop");
+        p.wait(
+            "document.querySelector('#messages .message.assistant:last-of-type .notice')?.textContent === 'Stopped.'",
+            "the reply to stop",
+        );
+        let started = std::time::Instant::now();
+        while !stopped.load(Ordering::SeqCst) {
+            assert!(started.elapsed() < Duration::from_secs(30), "the model kept generating after Stop");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(p.eval("document.querySelector('#send-button').disabled"), json!(false));
         let outside = browser.outside_requests(&base);
         assert!(outside.is_empty(), "requests left the machine: {outside:?}");
         let errors = browser.errors.lock().unwrap().clone();

@@ -15,7 +15,7 @@ const LABELS = {
   rejected: 'Rejected',
   expired: 'Expired',
   executing: 'Running…',
-  closed: 'No longer waiting',
+  closed: 'Decided or expired',
 };
 
 /** A tool call's card; `update` moves it to a new state. */

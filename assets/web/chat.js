@@ -149,6 +149,8 @@ export function chatView(root, ctx, [conversationId]) {
     scroll();
     const cards = [];
     let done = null;
+    // A new conversation is stored before the reply is written: list it at once.
+    const listed = current ? 0 : setTimeout(loadList, 1500);
     try {
       const params = { prompt: text, ...(current ? { conversation_id: current } : {}) };
       for await (const { event, data } of await api.stream(STREAM_URL, params, controller.signal)) {
@@ -185,6 +187,7 @@ export function chatView(root, ctx, [conversationId]) {
     } catch (e) {
       reply.el.append(e.name === 'AbortError' ? notice('info', 'Stopped.') : notice('error', e.message));
     } finally {
+      clearTimeout(listed);
       stopTicker();
       status.textContent = '';
       reply.body.classList.remove('streaming');
