@@ -161,10 +161,7 @@ async fn root(
 fn boot_data(state: &AppState, user: Option<&crate::assistant::users::CurrentUser>) -> Value {
     json!({
         "user": user.map(|u| json!({"email": u.email, "is_admin": u.is_admin})),
-        "version": env!("CARGO_PKG_VERSION"),
-        "kb_keys_configured": state.config.auth_enabled(),
         "max_upload_bytes": state.config.max_upload_bytes,
-        "max_bulk_files": state.config.max_bulk_files,
     })
 }
 
