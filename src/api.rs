@@ -9,18 +9,18 @@ pub mod extract;
 pub mod kb;
 pub mod openapi;
 pub mod sse;
+pub mod web;
 
 use axum::extract::Request;
 use axum::middleware;
-use axum::routing::get;
-use axum::{Json, Router};
-use serde_json::{json, Value};
+use axum::Router;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::state::AppState;
 
-/// The whole HTTP application: `/api/v1`, the docs pages and `/`.
+/// The whole HTTP application: `/api/v1`, `/api/method`, the docs pages and the web page
+/// (`/`, `/web/*`).
 pub fn app(state: AppState) -> Router {
     let v1 = kb::routes(&state.config)
         .fallback(error::not_found)
@@ -30,10 +30,10 @@ pub fn app(state: AppState) -> Router {
             auth::require_api_key,
         ));
     Router::new()
-        .route("/", get(root))
         .nest("/api/v1", v1)
         .nest("/api/method", assistant::routes())
         .merge(docs::routes())
+        .merge(web::routes())
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(CatchPanicLayer::custom(error::panic_response))
@@ -46,15 +46,4 @@ pub fn app(state: AppState) -> Router {
             )
         }))
         .with_state(state)
-}
-
-async fn root() -> Json<Value> {
-    Json(json!({
-        "name": "ragd",
-        "version": env!("CARGO_PKG_VERSION"),
-        "docs": "/docs",
-        "redoc": "/redoc",
-        "openapi": "/openapi.json",
-        "api": "/api/v1",
-    }))
 }

@@ -5,35 +5,14 @@ mod common;
 
 use std::time::Duration;
 
-use common::TestServer;
+use common::{browser, TestServer};
 
 /// Loads `url` in headless Chromium, lets its scripts run, and returns the final DOM.
 async fn rendered_dom(url: &str) -> String {
     let profile = tempfile::tempdir().unwrap();
-    let chromium = ["chromium", "chromium-browser"]
-        .into_iter()
-        .find(|c| {
-            std::process::Command::new(c)
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
-        .expect("chromium is not installed: run scripts/setup.sh");
-    let run = tokio::process::Command::new(chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            // Any request that would leave the machine fails at once.
-            "--proxy-server=127.0.0.1:9",
-            "--proxy-bypass-list=127.0.0.1",
-            "--virtual-time-budget=15000",
-        ])
+    let run = tokio::process::Command::new(browser::chromium())
+        .args(browser::FLAGS)
+        .arg("--virtual-time-budget=15000")
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .arg("--dump-dom")
         .arg(url)

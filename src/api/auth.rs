@@ -1,19 +1,29 @@
 //! `X-API-Key` on `/api/v1`: missing -> 401, wrong -> 403, compared in constant time.
 //! Open without a key: everything under `/api/v1/health`. An empty key list turns
 //! authentication off (development mode).
+//!
+//! The web page never holds a key: a request without `X-API-Key` that carries
+//! `X-Requested-With: ragd-web` and the `sid` cookie of a signed-in assistant user is let
+//! through as that user. Browsers send a custom header to another origin only after a
+//! CORS preflight, which ragd never grants, so another site cannot ride on the session.
 
 use axum::extract::{OriginalUri, Request, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use super::assistant::auth::session_cookie;
 use super::error::ApiError;
+use crate::assistant::AssistantError;
 use crate::state::AppState;
 
 /// Header carrying the key.
 pub const HEADER: &str = "x-api-key";
+
+/// Header (and value) the web page sends with its `/api/v1` calls.
+pub const WEB_CLIENT_HEADER: (&str, &str) = ("x-requested-with", "ragd-web");
 
 fn is_open(path: &str) -> bool {
     path == "/api/v1/health" || path.starts_with("/api/v1/health/")
@@ -28,6 +38,16 @@ pub fn key_matches(keys: &[String], given: &str) -> bool {
             acc | Sha256::digest(k.as_bytes()).ct_eq(&g)
         })
         .into()
+}
+
+/// The session cookie of a request made by the web page (see the module docs).
+fn web_session(headers: &HeaderMap) -> Option<String> {
+    let (name, expected) = WEB_CLIENT_HEADER;
+    let from_page = headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case(expected));
+    from_page.then(|| session_cookie(headers)).flatten()
 }
 
 /// Middleware enforcing the key on `/api/v1`.
@@ -45,6 +65,25 @@ pub async fn require_api_key(
         return Ok(next.run(req).await);
     }
     let Some(value) = req.headers().get(HEADER) else {
+        if let Some(sid) = web_session(req.headers()) {
+            let user = state
+                .assistant
+                .users
+                .by_session(&sid)
+                .await
+                .map_err(|e| match e {
+                    AssistantError::Unauthorized(_) => ApiError::new(
+                        StatusCode::UNAUTHORIZED,
+                        "session expired or invalid: sign in again",
+                    ),
+                    other => {
+                        tracing::error!(error = %other, "checking a session failed");
+                        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal server error")
+                    }
+                })?;
+            tracing::debug!(user_id = %user.id, %path, "knowledge base called by a signed-in user");
+            return Ok(next.run(req).await);
+        }
         return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
             "missing API key: send it in the X-API-Key header",
@@ -74,5 +113,19 @@ mod tests {
         assert!(!key_matches(&[], "x"));
         assert!(is_open("/api/v1/health/ready"));
         assert!(!is_open("/api/v1/healthz"));
+    }
+
+    #[test]
+    fn a_session_counts_only_with_the_page_header() {
+        let mut h = HeaderMap::new();
+        h.insert("cookie", "theme=x; sid=abc".parse().unwrap());
+        assert_eq!(web_session(&h), None);
+        h.insert("x-requested-with", "ragd-web".parse().unwrap());
+        assert_eq!(web_session(&h).as_deref(), Some("abc"));
+        h.insert("x-requested-with", "XMLHttpRequest".parse().unwrap());
+        assert_eq!(web_session(&h), None);
+        h.insert("x-requested-with", "ragd-web".parse().unwrap());
+        h.remove("cookie");
+        assert_eq!(web_session(&h), None);
     }
 }

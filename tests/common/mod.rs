@@ -8,6 +8,7 @@ use ragd::config::Config;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+pub mod browser;
 pub mod office;
 pub mod pdf;
 

@@ -1,8 +1,8 @@
 //! Assistant API: the chat — `chat_with_tools` (JSON, form or query), `chat_with_tools_multimodal`
 //! (multipart with `files[]`, parsed by the knowledge base's parsers, images OCR'd) and
-//! `stream_ai_response` (SSE: `content`, `tool_start`, `tool_result`, then `done` or
-//! `error`). All count against the chat rate limit. A stream whose client goes away stops
-//! the model.
+//! `stream_ai_response` (SSE: `content`, `tool_start`, `tool_result`, then `done`, which
+//! carries the cited `sources`, or `error`). All count against the chat rate limit. A
+//! stream whose client goes away stops the model.
 
 use std::convert::Infallible;
 
@@ -256,6 +256,8 @@ fn stream_chat(
                     "response": reply.response,
                     "requires_confirmation": reply.requires_confirmation,
                     "answer_mode": reply.answer_mode,
+                    // The passages the reply cites as [n] (the web page opens them).
+                    "sources": reply.sources,
                     "tokens_used": {
                         "input": reply.tokens_in,
                         "output": reply.tokens_out,

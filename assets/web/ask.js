@@ -1,0 +1,159 @@
+// Ask: one question over /api/v1/query, the answer streamed as it is written, numbered
+// citations that open the cited passage (source, section, page), and the timing.
+
+import { h, fill, auto, notice, modal, seconds, ticker } from './dom.js';
+import * as api from './api.js';
+
+const PAGED = { pdf: 'Page', pptx: 'Slide' };
+
+function pagesOf(m) {
+  const kind = PAGED[String(m.file_type || '').replace(/^\./, '').toLowerCase()];
+  if (!kind || !m.page_start) return null;
+  return m.page_end && m.page_end !== m.page_start
+    ? [`${kind}s`, `${m.page_start}–${m.page_end}`]
+    : [kind, String(m.page_start)];
+}
+
+/** Shows the passage a citation points to. */
+export async function openPassage(source, n) {
+  const body = h('div', { class: 'passage', id: 'passage' }, h('p', { class: 'muted' }, 'Loading the passage…'));
+  const shown = modal({
+    title: `Source ${n}`,
+    body,
+    wide: true,
+    actions: [{ label: 'Close', value: 'close', class: 'primary' }],
+  });
+  try {
+    const doc = await api.kb('GET', `/documents/${encodeURIComponent(source.doc_id)}`);
+    const m = doc.metadata || {};
+    const pages = pagesOf(m);
+    const item = (k, v) => (v ? [h('dt', {}, k), auto('dd', {}, v)] : null);
+    fill(body,
+      auto('h3', { class: 'passage-title' }, m.title || source.title || source.source),
+      h('dl', { class: 'meta' },
+        item('Source', m.source || source.source),
+        item('Section', m.section_path || m.heading || null),
+        pages ? item(...pages) : null,
+        item('Label', m.section),
+        item('Passage', m.total_chunks ? `${(m.chunk_index ?? 0) + 1} of ${m.total_chunks}` : null),
+        item('Language', m.language)),
+      auto('blockquote', { class: 'passage-text', id: 'passage-text' }, doc.text));
+  } catch (e) {
+    fill(body, notice('error', e.status === 404
+      ? 'This passage is no longer stored (its source was deleted or updated).'
+      : `Could not load the passage: ${e.message}`));
+  }
+  return shown;
+}
+
+/** Answer text with each [n] turned into a button that opens source n. */
+export function withCitations(text, sources) {
+  const parts = [];
+  let last = 0;
+  for (const m of text.matchAll(/\[(\d{1,2})\]/g)) {
+    const n = Number(m[1]);
+    const s = sources[n - 1];
+    if (!s) continue;
+    parts.push(text.slice(last, m.index));
+    parts.push(h('button', {
+      type: 'button',
+      class: 'cite',
+      'data-n': n,
+      title: s.title || s.source,
+      'aria-label': `Source ${n}: ${s.title || s.source}`,
+      onclick: () => openPassage(s, n),
+    }, String(n)));
+    last = m.index + m[0].length;
+  }
+  parts.push(text.slice(last));
+  return parts;
+}
+
+/** The numbered list of sources under an answer. */
+export function sourceList(sources) {
+  if (!sources?.length) return null;
+  return h('ol', { class: 'sources' }, sources.map((s, i) => h('li', {},
+    h('button', { type: 'button', class: 'link', 'data-n': i + 1, onclick: () => openPassage(s, i + 1) },
+      auto('span', {}, s.title || s.source)),
+    auto('span', { class: 'muted' }, ` ${s.source}${s.section ? ` · ${s.section}` : ''}`),
+    h('span', { class: 'score', title: 'Relevance (higher is better)' }, s.score.toFixed(2)))));
+}
+
+function timingLine(t) {
+  return `Answered in ${seconds(t.total)} · finding passages ${seconds(t.retrieval_total)} `
+    + `(embedding ${seconds(t.embedding)}, search ${seconds(t.vector_search)}, reranking ${seconds(t.reranking)}) `
+    + `· writing ${seconds(t.llm_generation)}`;
+}
+
+function renderAnswer(box, r) {
+  const mode = r.answer_mode === 'extractive'
+    ? 'Quoted from your documents: no language model is installed'
+    : 'Written by the local language model from your documents';
+  fill(box,
+    h('div', { class: 'panel-head' }, h('h2', {}, 'Answer'), h('span', { class: 'chip', title: mode }, r.answer_mode)),
+    auto('div', { class: 'answer-text', id: 'answer-text' }, withCitations(r.answer, r.sources)),
+    r.sources.length ? h('h3', {}, 'Sources') : null,
+    sourceList(r.sources),
+    r.timing ? h('p', { class: 'timing muted', id: 'timing' }, timingLine(r.timing)) : null);
+}
+
+export function askView(root) {
+  let controller = null;
+  const question = auto('textarea', {
+    id: 'question', rows: 3, maxlength: 4000, placeholder: 'Ask a question about your documents', 'aria-label': 'Question',
+  });
+  const askButton = h('button', { type: 'submit', class: 'primary', id: 'ask-button' }, 'Ask');
+  const stopButton = h('button', { type: 'button', id: 'stop-button', hidden: true, onclick: () => controller?.abort() }, 'Stop');
+  const status = h('span', { class: 'muted', id: 'ask-status', 'aria-live': 'polite' });
+  const answer = h('section', { class: 'panel answer', id: 'answer', hidden: true, 'aria-live': 'polite' });
+
+  async function ask(e) {
+    e.preventDefault();
+    const q = question.value.trim();
+    if (!q || controller) return;
+    controller = new AbortController();
+    askButton.disabled = true;
+    stopButton.hidden = false;
+    const stopTicker = ticker(status, 'Finding passages and answering');
+    const text = auto('div', { class: 'answer-text streaming', id: 'answer-text' });
+    fill(answer, h('h2', {}, 'Answer'), text);
+    answer.hidden = false;
+    answer.setAttribute('aria-busy', 'true');
+    let result = null;
+    try {
+      const events = await api.stream('/api/v1/query', { question: q, stream: true }, controller.signal);
+      for await (const { event, data } of events) {
+        if (event === 'token') text.append(data.delta);
+        else if (event === 'error') throw new api.ApiError(data.detail, data.status_code);
+        else if (event === 'done' && data.answer !== undefined) result = data;
+      }
+      if (result) renderAnswer(answer, result);
+      else answer.append(notice('error', 'The answer ended early.'));
+    } catch (err) {
+      text.classList.remove('streaming');
+      answer.append(err.name === 'AbortError' ? notice('info', 'Stopped.') : notice('error', err.message));
+    } finally {
+      stopTicker();
+      status.textContent = '';
+      controller = null;
+      askButton.disabled = false;
+      stopButton.hidden = true;
+      answer.removeAttribute('aria-busy');
+    }
+  }
+
+  const form = h('form', { class: 'panel ask', id: 'ask-form', onsubmit: ask },
+    h('h2', {}, 'Ask your documents'),
+    question,
+    h('div', { class: 'row' }, askButton, stopButton, status,
+      h('small', { class: 'muted push' }, 'Enter to ask · Shift+Enter for a new line')));
+  question.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+      e.preventDefault();
+      form.requestSubmit();
+    }
+  });
+  root.append(form, answer);
+  question.focus();
+  return () => controller?.abort();
+}

@@ -1,0 +1,636 @@
+//! The web page at `/`, driven in real headless Chromium (DevTools protocol, real clicks
+//! and keys) against the real server with API keys configured and outside requests
+//! blocked: sign in, onboarding, upload Markdown (dropped) and a PDF (chosen), duplicates
+//! and updates, the list of sources, a question with a citation that opens its passage,
+//! chat, a held high-risk tool call rejected and another confirmed, history search,
+//! settings, a phone-sized screen, sign out. Screenshots of each screen are written to
+//! `target/web-screenshots/`.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::browser::{js, Browser, Page};
+use common::{create_user, test_config, Auth, TestServer};
+use ragd::config::{Config, GeneratorSlot};
+use ragd::ml::llm::{
+    Arch, FinishReason, GenerateRequest, Generator, LlmEvent, ModelInfo, Prompt, Role,
+};
+use ragd::ml::MlError;
+use reqwest::Method;
+use serde_json::{json, Value};
+use tokio::runtime::Handle;
+use tokio::sync::mpsc;
+
+const KEY: &str = "kb-key-never-shown-to-browsers-7f3a";
+const ADMIN: (&str, &str) = ("admin@example.com", "admin-password-1");
+
+const POLICY_V1: &str = "# Returns and shipping\n\n## Returns\n\nA product can be returned within 30 days of delivery. Refunds reach the original card within five business days.\n\n## Shipping\n\nOrders ship within two business days from the warehouse in Leeds.\n";
+const POLICY_V2: &str = "# Returns and shipping\n\n## Returns\n\nA product can be returned within 45 days of delivery. Refunds reach the original card within five business days.\n\n## Shipping\n\nOrders ship within two business days from the warehouse in Leeds.\n";
+const ARABIC: &str = "# سياسة الإرجاع\n\nيمكن إرجاع المنتج خلال خمسة وأربعين يوما من تاريخ التسليم. يعاد المبلغ إلى البطاقة الأصلية خلال خمسة أيام عمل.\n";
+
+fn fixture_pdf() -> std::path::PathBuf {
+    // Chromium reads a chosen file by its real path.
+    common::shared_dir()
+        .join("fixtures/docling/tests/data/pdf/sources/multi_page.pdf")
+        .canonicalize()
+        .unwrap()
+}
+
+/// Drops files onto the drop zone as a drag from the desktop would.
+fn drop_files(p: &Page, files: &[(&str, &str)]) {
+    let adds: String = files
+        .iter()
+        .map(|(name, text)| {
+            format!(
+                "dt.items.add(new File([{}], {}, {{type: 'text/markdown'}}));",
+                js(text),
+                js(name)
+            )
+        })
+        .collect();
+    p.eval(&format!(
+        "(() => {{ const dt = new DataTransfer(); {adds}
+            const zone = document.querySelector('#drop-zone');
+            for (const type of ['dragenter', 'dragover', 'drop'])
+                zone.dispatchEvent(new DragEvent(type, {{dataTransfer: dt, bubbles: true, cancelable: true}})); }})()"
+    ));
+}
+
+/// Waits until `n` uploads have an outcome; returns `[name, state, text]` of each.
+fn uploads_done(p: &Page, n: usize) -> Vec<Value> {
+    p.wait(
+        &format!("document.querySelectorAll('#uploads li.upload[data-state]').length >= {n} && !document.querySelector('#uploads li.upload:not([data-state])')"),
+        &format!("{n} uploads to finish"),
+    );
+    p.eval(
+        "[...document.querySelectorAll('#uploads li.upload')].map(li => [li.dataset.name, li.dataset.state, li.querySelector('.detail').textContent])",
+    )
+    .as_array()
+    .unwrap()
+    .clone()
+}
+
+fn state_of<'a>(uploads: &'a [Value], name: &str) -> Vec<&'a str> {
+    uploads
+        .iter()
+        .filter(|u| u[0] == name)
+        .map(|u| u[1].as_str().unwrap())
+        .collect()
+}
+
+fn sign_in(p: &Page, base: &str) {
+    p.goto(base);
+    p.wait_for("form.signin");
+    p.type_into("#email", ADMIN.0);
+    p.type_into("#password", ADMIN.1);
+    p.press("Enter");
+    p.wait(
+        "!document.querySelector('#top').hidden && !!document.querySelector('#drop-zone')",
+        "the documents screen after signing in",
+    );
+}
+
+/// The knowledge base's sources as an API client with the key sees them.
+fn sources(rt: &Handle, client: &reqwest::Client, base: &str) -> Value {
+    rt.block_on(async {
+        let r = client
+            .get(format!("{base}/api/v1/documents/stats"))
+            .header("X-API-Key", KEY)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        r.json::<Value>().await.unwrap()["by_source"].clone()
+    })
+}
+
+/// Answers the onboarding questions through the page, up to the review.
+fn onboarding(p: &Page) {
+    p.wait_for("#setup-banner");
+    p.click("#setup-banner a");
+    p.wait_for("#setup-question[data-key='company_name']");
+    p.screenshot("02-setup-question");
+    p.type_into("#answer-company_name", "Acme Trading");
+    p.press("Enter");
+    let next = |key: &str| p.wait_for(&format!("#setup-question[data-key='{key}']"));
+    let submit = || p.click("#setup-question button[type='submit']");
+    next("industry");
+    p.eval("document.querySelector('#answer-industry').value = 'retail'");
+    submit();
+    next("modules");
+    submit();
+    next("primary_language");
+    p.eval("document.querySelector('#answer-primary_language').value = 'en'");
+    submit();
+    next("knowledge_sources");
+    p.click("#setup-question button[type='button']");
+    next("assistant_tone");
+    p.click("label[for='answer-assistant_tone-friendly']");
+    submit();
+    next("confirm_high_risk");
+    // Refusing the acknowledgement is explained, not accepted.
+    submit();
+    p.wait(
+        "document.querySelector('#setup-question .notice.error')?.textContent.includes('confirmation')",
+        "the refusal of an unchecked acknowledgement",
+    );
+    p.click("#answer-confirm_high_risk");
+    submit();
+    next("system_prompt");
+    p.click("#setup-question button[type='button']");
+    p.wait_for("#setup-review");
+    assert!(p.text("#setup-review").contains("Acme Trading"));
+    assert!(p.text("#setup-review").contains("friendly"));
+    p.screenshot("03-setup-review");
+    p.click("#setup-apply");
+    p.wait_for("#setup-done");
+    p.wait(
+        "document.querySelector('#top .org')?.textContent === 'Acme Trading'",
+        "the organisation's name in the header",
+    );
+}
+
+fn documents(p: &Page, rt: &Handle, client: &reqwest::Client, base: &str) {
+    p.click("#top nav a[href='#/documents']");
+    p.wait_for("#drop-zone");
+    p.wait(
+        "document.querySelector('#sources')?.textContent.includes('Nothing here yet')",
+        "an empty knowledge base to say so",
+    );
+    drop_files(
+        p,
+        &[
+            ("returns-policy.md", POLICY_V1),
+            ("arabic-notes.md", ARABIC),
+        ],
+    );
+    p.set_files("#file-input", &[&fixture_pdf()]);
+    let up = uploads_done(p, 3);
+    for name in ["returns-policy.md", "arabic-notes.md", "multi_page.pdf"] {
+        assert_eq!(state_of(&up, name), ["ok"], "{name}: {up:?}");
+    }
+    // The same file again is a duplicate; a changed one updates the stored version.
+    drop_files(p, &[("returns-policy.md", POLICY_V1)]);
+    uploads_done(p, 4);
+    drop_files(p, &[("returns-policy.md", POLICY_V2)]);
+    let up = uploads_done(p, 5);
+    assert_eq!(
+        state_of(&up, "returns-policy.md"),
+        ["update", "duplicate", "ok"],
+        "{up:?}"
+    );
+    let dup = up.iter().find(|u| u[1] == "duplicate").unwrap().to_string();
+    assert!(
+        dup.contains("nothing was added") || dup.contains("already"),
+        "{dup}"
+    );
+
+    for s in ["returns-policy.md", "arabic-notes.md", "multi_page.pdf"] {
+        p.wait_for(&format!("#sources tr[data-source='{s}']"));
+    }
+    let stored = sources(rt, client, base);
+    let pdf_count = stored["multi_page.pdf"].as_u64().unwrap();
+    assert!(
+        p.text("#sources tr[data-source='multi_page.pdf'] td.num") == pdf_count.to_string(),
+        "the list shows the stored passage count"
+    );
+    p.screenshot_full("04-documents");
+    p.type_into("#source-filter", "multi");
+    p.wait(
+        "document.querySelectorAll('#sources tbody tr').length === 1",
+        "the filter to leave one source",
+    );
+    p.type_into("#source-filter", "");
+    p.eval("document.querySelector('#source-filter').dispatchEvent(new Event('input'))");
+}
+
+fn ask(p: &Page) {
+    p.click("#top nav a[href='#/ask']");
+    p.type_into("#question", "When was the typewriter patented?");
+    p.press("Enter");
+    p.wait_for("#timing");
+    let answer = p.text("#answer-text");
+    assert!(answer.contains("1868"), "{answer}");
+    assert!(p.text("#timing").starts_with("Answered in"));
+    // The citation right after the sentence with the year opens that passage.
+    p.eval(
+        "(() => { let seen = ''; for (const n of document.querySelector('#answer-text').childNodes) {
+            if (n.nodeType === 3) seen += n.textContent;
+            else if (n.matches('button.cite') && seen.includes('1868')) { n.id = 'cite-1868'; return; } } })()",
+    );
+    p.screenshot("05-ask-answer");
+    p.click("#cite-1868");
+    p.wait_for("#passage-text");
+    let passage = p.text("#passage");
+    assert!(passage.contains("1868"), "{passage}");
+    assert!(passage.contains("multi_page.pdf"), "{passage}");
+    assert!(passage.contains("Page"), "the page is shown: {passage}");
+    p.screenshot("06-ask-passage");
+    p.press("Escape");
+    p.wait("!document.querySelector('dialog')", "the passage to close");
+}
+
+/// The text of the last assistant reply, once it is finished.
+fn last_reply(p: &Page) -> String {
+    p.wait(
+        "(() => { const m = [...document.querySelectorAll('#messages .message.assistant')].pop();
+            return m && !m.hasAttribute('aria-busy') && m.querySelector('.text').textContent.length > 0; })()",
+        "the reply",
+    );
+    p.eval("[...document.querySelectorAll('#messages .message.assistant .text')].pop().textContent")
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn direction(p: &Page, selector: &str) -> String {
+    p.eval(&format!(
+        "getComputedStyle([...document.querySelectorAll({})].pop()).direction",
+        js(selector)
+    ))
+    .as_str()
+    .unwrap()
+    .to_owned()
+}
+
+/// Runs delete_source on `source` from the chat's tool dialog.
+fn run_delete_source(p: &Page, source: &str) {
+    p.click("#tools-button");
+    p.wait_for("#tool-select");
+    p.eval("(() => { const s = document.querySelector('#tool-select'); s.value = 'delete_source'; s.dispatchEvent(new Event('change')); })()");
+    p.type_into("#param-source", source);
+    p.click("dialog button[data-value='run']");
+}
+
+fn chat(p: &Page, rt: &Handle, client: &reqwest::Client, base: &str) {
+    p.click("#top nav a[href='#/chat']");
+    p.type_into("#chat-input", "How long do I have to return a product?");
+    p.press("Enter");
+    let reply = last_reply(p);
+    assert!(reply.contains("45 days"), "{reply}");
+    p.wait_for("#messages .reply-sources");
+    p.wait(
+        "document.querySelector('#conversation-list .conversation .title')?.textContent.startsWith('How long do I have')",
+        "the new conversation in the list, titled from its first message",
+    );
+    assert_eq!(direction(p, "#messages .message.user .text"), "ltr");
+    p.type_into("#chat-input", "كم يوما لإرجاع المنتج؟");
+    p.press("Enter");
+    last_reply(p);
+    assert_eq!(direction(p, "#messages .message.user .text"), "rtl");
+    p.screenshot("07-chat");
+
+    // A held high-risk call, rejected with a reason: nothing is deleted.
+    run_delete_source(p, "multi_page.pdf");
+    let held = ".tool.direct[data-status='pending_confirmation']";
+    p.wait_for(&format!("{held} button.confirm"));
+    p.type_into(
+        &format!("{held} input.reason"),
+        "Still needed for the audit",
+    );
+    p.click(&format!("{held} button.reject"));
+    p.wait_for(".tool.direct[data-status='rejected']");
+    assert!(p
+        .text(".tool.direct[data-status='rejected']")
+        .contains("Still needed for the audit"));
+    assert!(sources(rt, client, base)["multi_page.pdf"].is_u64());
+
+    // Another, confirmed: the source is gone.
+    run_delete_source(p, "arabic-notes.md");
+    p.wait_for(&format!("{held} button.confirm"));
+    assert!(p.text(held).contains("arabic-notes.md"));
+    assert!(
+        sources(rt, client, base)["arabic-notes.md"].is_u64(),
+        "a held action has not run"
+    );
+    p.screenshot("08-chat-held-action");
+    p.click(&format!("{held} button.confirm"));
+    p.wait_for(".tool.direct[data-status='executed']");
+    assert!(p
+        .text(".tool.direct[data-status='executed']")
+        .contains("deleted"));
+    assert!(sources(rt, client, base)["arabic-notes.md"].is_null());
+    p.screenshot("09-chat-confirmed");
+
+    // A throwaway conversation, deleted after confirming.
+    p.click("#new-chat");
+    p.wait(
+        "document.querySelectorAll('#messages .message').length === 0",
+        "a new chat",
+    );
+    p.type_into("#chat-input", "Scratch note about pallets");
+    p.press("Enter");
+    last_reply(p);
+    p.wait_for("#conversation-list .conversation[aria-current='true']");
+    p.wait(
+        "document.querySelector('#conversation-list').textContent.includes('Scratch note about pallets')",
+        "the scratch conversation in the list",
+    );
+    p.click("#conversation-list .conversation[aria-current='true'] button.delete");
+    p.click("dialog button[data-value='ok']");
+    p.wait(
+        "!document.querySelector('#conversation-list').textContent.includes('Scratch note') && document.querySelectorAll('#conversation-list .conversation').length === 1",
+        "the scratch conversation to be deleted",
+    );
+    // Only the signed-in user's own conversations are listed.
+    assert!(!p.text("#conversation-list").contains("Ana private plans"));
+}
+
+fn history_search(p: &Page) {
+    p.type_into("#history-search", "return");
+    p.wait_for("#conversation-list .hit mark");
+    assert!(p.text("#search-count").contains("for “return”"));
+    p.screenshot("10-history-search");
+    p.click("#conversation-list .hit a");
+    p.wait(
+        "document.querySelector('#thread-title')?.textContent.startsWith('How long do I have') && document.querySelectorAll('#messages .message').length === 4",
+        "the found conversation with its four messages",
+    );
+}
+
+fn drive(base: &str, rt: &Handle, client: &reqwest::Client) {
+    let browser = Browser::launch();
+    let p = browser.page(1280, 860);
+    p.goto(base);
+    p.wait_for("form.signin #email");
+    p.screenshot("01-sign-in");
+    p.type_into("#email", ADMIN.0);
+    p.type_into("#password", "not-the-password");
+    p.press("Enter");
+    p.wait(
+        "document.querySelector('.signin .notice.error')?.textContent.includes('Wrong email or password')",
+        "the refusal of a wrong password",
+    );
+    sign_in(&p, base);
+    let html = p.eval("document.documentElement.outerHTML").to_string();
+    assert!(!html.contains(KEY), "the page must never hold the API key");
+
+    onboarding(&p);
+    documents(&p, rt, client, base);
+    ask(&p);
+    chat(&p, rt, client, base);
+    history_search(&p);
+
+    p.click("#top nav a[href='#/settings']");
+    p.wait_for("#assistant-settings table");
+    p.wait_for("#health .components li");
+    assert!(p.text("#assistant-settings").contains("Acme Trading"));
+    assert!(!p.eval("document.body.innerHTML").to_string().contains(KEY));
+    p.screenshot_full("11-settings");
+
+    // A phone: one column, nothing wider than the screen.
+    p.viewport(390, 844, true);
+    p.click("#top nav a[href='#/documents']");
+    p.wait_for("#sources tbody tr");
+    assert_eq!(
+        p.eval("document.documentElement.scrollWidth <= window.innerWidth"),
+        json!(true),
+        "the documents screen fits a phone"
+    );
+    p.screenshot("12-phone-documents");
+    p.click("#top nav a[href='#/chat']");
+    p.click("#conversation-list .conversation a");
+    p.wait(
+        "document.querySelectorAll('#messages .message').length === 4",
+        "the conversation on a phone",
+    );
+    assert_eq!(
+        p.eval("document.documentElement.scrollWidth <= window.innerWidth"),
+        json!(true),
+        "the chat fits a phone"
+    );
+    p.screenshot("13-phone-chat");
+    p.viewport(1280, 860, false);
+
+    // Signing out ends the page's access to the knowledge base too.
+    p.click("#sign-out");
+    p.wait_for("form.signin");
+    let status = p.eval(
+        "fetch('/api/v1/documents/stats', {headers: {'X-Requested-With': 'ragd-web'}}).then(r => r.status)",
+    );
+    assert_eq!(status, json!(401));
+
+    let outside = browser.outside_requests(base);
+    assert!(outside.is_empty(), "requests left the machine: {outside:?}");
+    assert!(
+        browser.requests.lock().unwrap().len() > 20,
+        "requests were recorded"
+    );
+    let errors = browser.errors.lock().unwrap().clone();
+    assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_works_end_to_end_without_an_llm() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    create_user(&data, ADMIN.0, ADMIN.1, true).await;
+    let ana = create_user(&data, "ana@example.com", "ana-password-1", false).await;
+    let config = Config {
+        api_keys: vec![KEY.into()],
+        ..test_config(&data)
+    };
+    let server = TestServer::start_with(config).await;
+    server
+        .call(
+            Method::POST,
+            "assistant.api.create_conversation",
+            &json!({"title": "Ana private plans"}),
+            &Auth::Token(ana),
+        )
+        .await
+        .data();
+
+    // API clients still get JSON at `/`; browsers get the page, locked to this server.
+    let (status, body) = server.get_json("/").await;
+    assert_eq!(status, 200);
+    assert_eq!(body["api"], "/api/v1");
+    let page = server
+        .client
+        .get(server.url("/"))
+        .header("Accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+        .send()
+        .await
+        .unwrap();
+    let csp = page.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(csp.contains("default-src 'none'") && csp.contains("connect-src 'self'"));
+    assert!(page.text().await.unwrap().contains("/web/app.js"));
+    // Without a key or a session the knowledge base stays closed.
+    let (status, _) = server.get_json("/api/v1/documents/stats").await;
+    assert_eq!(status, 401);
+
+    let (base, client, rt) = (
+        server.base.clone(),
+        server.client.clone(),
+        Handle::current(),
+    );
+    tokio::task::spawn_blocking(move || drive(&base, &rt, &client))
+        .await
+        .unwrap();
+    server.stop().await;
+}
+
+/// What the scripted model writes when asked to delete something.
+const DELETE_CALL: &str = "I will remove that file.<tool_call>{\"name\": \"delete_source\", \"arguments\": {\"source\": \"old-notes.md\"}}</tool_call>";
+
+/// A scripted model (the chat engine, the held action and the stream around it are
+/// real): a request to delete something is answered with a `delete_source` call; anything
+/// else with words, slowly and without end, until nobody listens any more.
+struct Scripted {
+    info: ModelInfo,
+    /// Set when an endless answer stopped because its reader went away.
+    stopped: Arc<AtomicBool>,
+}
+
+impl Generator for Scripted {
+    fn generate(&self, request: GenerateRequest) -> Result<mpsc::Receiver<LlmEvent>, MlError> {
+        let (tx, rx) = mpsc::channel(64);
+        let asks_delete = match &request.prompt {
+            Prompt::Chat(m) => m
+                .iter()
+                .rev()
+                .find(|m| m.role == Role::User)
+                .is_some_and(|m| m.content.contains("delete")),
+            _ => false,
+        };
+        let stopped = self.stopped.clone();
+        tokio::spawn(async move {
+            if !asks_delete {
+                while tx
+                    .send(LlmEvent::Token {
+                        text: "word ".into(),
+                    })
+                    .await
+                    .is_ok()
+                {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                stopped.store(true, Ordering::SeqCst);
+                return;
+            }
+            let chars: Vec<char> = DELETE_CALL.chars().collect();
+            for piece in chars.chunks(6) {
+                let text = piece.iter().collect();
+                let _ = tx.send(LlmEvent::Token { text }).await;
+            }
+            let done = LlmEvent::Done {
+                prompt_tokens: 100,
+                completion_tokens: chars.len() / 6 + 1,
+                finish_reason: FinishReason::Stop,
+            };
+            let _ = tx.send(done).await;
+        });
+        Ok(rx)
+    }
+    fn count_tokens(&self, text: &str) -> usize {
+        text.len() / 4 + 1
+    }
+    fn count_prompt_tokens(&self, _prompt: &Prompt) -> Result<usize, MlError> {
+        Ok(100)
+    }
+    fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+    fn in_flight(&self) -> usize {
+        0
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_reply_that_calls_a_high_risk_tool_waits_for_confirmation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    create_user(&data, ADMIN.0, ADMIN.1, true).await;
+    let stopped = Arc::new(AtomicBool::new(false));
+    let model = Scripted {
+        info: ModelInfo {
+            name: "scripted".into(),
+            arch: Arch::Qwen2,
+            context_length: 8192,
+        },
+        stopped: stopped.clone(),
+    };
+    let config = Config {
+        llm_override: GeneratorSlot(Some(Arc::new(model) as Arc<dyn Generator>)),
+        ..test_config(&data)
+    };
+    let server = TestServer::start_with(config).await;
+    let (status, _) = server
+        .upload(
+            "old-notes.md",
+            b"# Old notes\n\nThe pallets moved to bay four.\n",
+        )
+        .await;
+    assert_eq!(status, 200);
+
+    let (base, rt) = (server.base.clone(), Handle::current());
+    let client = server.client.clone();
+    tokio::task::spawn_blocking(move || {
+        let browser = Browser::launch();
+        let p = browser.page(1280, 860);
+        sign_in(&p, &base);
+        p.click("#top nav a[href='#/chat']");
+        p.type_into("#chat-input", "Please delete old-notes.md");
+        p.press("Enter");
+        let held = "#messages .message.assistant .tool[data-tool='delete_source'][data-status='pending_confirmation']";
+        p.wait_for(&format!("{held} button.confirm"));
+        assert!(last_reply(&p).contains("I will remove that file."));
+        assert!(p.text(held).contains("old-notes.md"));
+        let stored = rt.block_on(async {
+            client
+                .get(format!("{base}/api/v1/documents/sources"))
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        });
+        assert_eq!(stored["count"], 1, "held, not run: {stored}");
+        p.screenshot("14-chat-model-tool-call-held");
+        p.click(&format!("{held} button.confirm"));
+        p.wait_for("#messages .tool[data-tool='delete_source'][data-status='executed']");
+        // Reopened, the conversation shows the decided call without buttons.
+        p.call("Page.reload", json!({}));
+        p.wait_for("#messages .tool[data-tool='delete_source'][data-status='closed']");
+        assert!(p.eval("!document.querySelector('#messages button.confirm')") == json!(true));
+
+        // A long reply shows that it is working and can be stopped; the model stops too.
+        p.type_into("#chat-input", "Tell me everything about pallets");
+        p.press("Enter");
+        p.wait(
+            "(document.querySelector('#messages .message.assistant[aria-busy] .text')?.textContent.length ?? 0) > 40",
+            "the reply to stream",
+        );
+        // The clock of a reply in progress ("Thinking… 3 s").
+        let clock = p.text("#chat-status");
+        assert!(clock.contains("… ") && clock.ends_with(" s"), "{clock}");
+        p.screenshot("15-chat-streaming");
+        p.click("#chat-stop");
+        p.wait(
+            "document.querySelector('#messages .message.assistant:last-of-type .notice')?.textContent === 'Stopped.'",
+            "the reply to stop",
+        );
+        let started = std::time::Instant::now();
+        while !stopped.load(Ordering::SeqCst) {
+            assert!(started.elapsed() < Duration::from_secs(30), "the model kept generating after Stop");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(p.eval("document.querySelector('#send-button').disabled"), json!(false));
+        let outside = browser.outside_requests(&base);
+        assert!(outside.is_empty(), "requests left the machine: {outside:?}");
+        let errors = browser.errors.lock().unwrap().clone();
+        assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
+    })
+    .await
+    .unwrap();
+    let (_, stored) = server.get_json("/api/v1/documents/sources").await;
+    assert_eq!(stored["count"], 0, "confirmed, it ran: {stored}");
+    server.stop().await;
+}
