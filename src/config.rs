@@ -28,7 +28,7 @@ pub struct Config {
     pub max_upload_bytes: u64,
     /// Most texts the embedder runs in one forward pass.
     pub embed_batch_size: usize,
-    /// Most embedding requests waiting at once; beyond it requests fail fast (503).
+    /// Most embedding requests waiting at once; beyond it requests fail fast (429).
     pub embed_queue_capacity: usize,
     /// `text` or `json` log lines (`RAGD_LOG_FORMAT`).
     pub log_format: LogFormat,
