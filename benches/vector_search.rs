@@ -38,7 +38,7 @@ fn bench(c: &mut Criterion) {
     };
     for &n in sizes {
         let dir = tempfile::tempdir().expect("temp dir");
-        let (index, _) = VectorIndex::open(dir.path(), DIM).expect("index");
+        let (index, _) = VectorIndex::open(dir.path(), DIM, num_cpus::get()).expect("index");
         let data = vectors(n, 7);
         let started = Instant::now();
         for (chunk_no, chunk) in data.chunks(1000).enumerate() {

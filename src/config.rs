@@ -30,6 +30,10 @@ pub struct Config {
     pub embed_batch_size: usize,
     /// Most embedding requests waiting at once; beyond it requests fail fast (429).
     pub embed_queue_capacity: usize,
+    /// Searches' index look-ups running at once (`RAGD_SEARCH_THREADS`); default: every core.
+    pub search_threads: usize,
+    /// Searches waiting for a look-up thread (`RAGD_SEARCH_QUEUE`); beyond it: 429.
+    pub search_queue: usize,
     /// `text` or `json` log lines (`RAGD_LOG_FORMAT`).
     pub log_format: LogFormat,
     /// pdfium's shared library (`RAGD_PDFIUM_LIBRARY`); default `<models_dir>/pdfium/libpdfium.so`.
@@ -120,6 +124,8 @@ impl Default for Config {
             max_upload_bytes: 100 * 1024 * 1024,
             embed_batch_size: 32,
             embed_queue_capacity: 1024,
+            search_threads: num_cpus::get().max(1),
+            search_queue: 256,
             log_format: LogFormat::Text,
             pdfium_library: None,
             ocr_languages: "eng+ara".into(),
@@ -162,6 +168,8 @@ pub struct Layer {
     pub max_upload_bytes: Option<u64>,
     pub embed_batch_size: Option<usize>,
     pub embed_queue_capacity: Option<usize>,
+    pub search_threads: Option<usize>,
+    pub search_queue: Option<usize>,
     pub log_format: Option<LogFormat>,
     pub pdfium_library: Option<PathBuf>,
     pub ocr_languages: Option<String>,
@@ -249,6 +257,8 @@ impl Layer {
             max_upload_bytes: parse("RAGD_MAX_UPLOAD_BYTES")?,
             embed_batch_size: parse("RAGD_EMBED_BATCH_SIZE")?.map(|v| v as usize),
             embed_queue_capacity: parse("RAGD_EMBED_QUEUE_CAPACITY")?.map(|v| v as usize),
+            search_threads: parse("RAGD_SEARCH_THREADS")?.map(|v| v as usize),
+            search_queue: parse("RAGD_SEARCH_QUEUE")?.map(|v| v as usize),
             log_format,
             pdfium_library: get("RAGD_PDFIUM_LIBRARY").map(PathBuf::from),
             ocr_languages: get("RAGD_OCR_LANGUAGES"),
@@ -314,6 +324,8 @@ impl Config {
             max_upload_bytes,
             embed_batch_size,
             embed_queue_capacity,
+            search_threads,
+            search_queue,
             log_format,
             ocr_languages,
             max_concurrent_parses,
@@ -358,6 +370,9 @@ impl Config {
         }
         if self.embed_queue_capacity == 0 {
             bail!("embed_queue_capacity must be at least 1");
+        }
+        if self.search_threads == 0 || self.search_threads > 1024 {
+            bail!("search_threads must be 1-1024, got {}", self.search_threads);
         }
         if self.max_upload_bytes == 0 {
             bail!("max_upload_bytes must be at least 1");

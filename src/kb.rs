@@ -12,6 +12,7 @@ pub mod parsing;
 pub mod query;
 pub mod scrape;
 pub mod search;
+pub mod search_pool;
 pub mod timings;
 pub mod types;
 
@@ -48,6 +49,8 @@ pub struct KnowledgeBase {
     llm: Option<SharedGenerator>,
     /// Answer length and temperature when a request does not say.
     llm_defaults: LlmDefaults,
+    /// Runs searches' index look-ups, bounded.
+    search_pool: search_pool::SearchPool,
 }
 
 /// Generation settings of answers, from the configuration.
@@ -71,6 +74,7 @@ pub struct KbParts {
     pub reranker: Option<RerankHandle>,
     pub llm: Option<SharedGenerator>,
     pub llm_defaults: LlmDefaults,
+    pub search_pool: search_pool::SearchPoolOptions,
 }
 
 impl KnowledgeBase {
@@ -89,6 +93,7 @@ impl KnowledgeBase {
             reranker: p.reranker,
             llm: p.llm,
             llm_defaults: p.llm_defaults,
+            search_pool: search_pool::SearchPool::new(p.search_pool),
         }
     }
 

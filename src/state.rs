@@ -8,6 +8,7 @@ use anyhow::Context as _;
 use crate::config::Config;
 use crate::jobs::Jobs;
 use crate::kb::fetch::FetchPolicy;
+use crate::kb::search_pool::SearchPoolOptions;
 use crate::kb::{indexes, KbParts, KnowledgeBase, LlmDefaults};
 use crate::ml::llm::{LlmEngine, LlmHandle, LlmWorkerOptions, SharedGenerator};
 use crate::ml::reranker::{CrossEncoder, RerankHandle};
@@ -60,7 +61,8 @@ impl AppState {
                 Some(g) => Some(g),
                 None => load_llm(&cfg)?,
             };
-            let (vectors, vdisk) = VectorIndex::open(&cfg.data_dir, dim)?;
+            // One usearch search slot per look-up thread of the search pool.
+            let (vectors, vdisk) = VectorIndex::open(&cfg.data_dir, dim, cfg.search_threads)?;
             let (fulltext, fdisk) = FullTextIndex::open(&cfg.data_dir)?;
             indexes::reconcile(&store, &vectors, vdisk, &fulltext, fdisk).context("reconciling indexes")?;
             Ok(KnowledgeBase::new(KbParts {
@@ -85,6 +87,7 @@ impl AppState {
                     max_tokens: cfg.llm_max_tokens,
                     temperature: cfg.llm_temperature,
                 },
+                search_pool: SearchPoolOptions { threads: cfg.search_threads, queue: cfg.search_queue },
             }))
         })
         .await??;
