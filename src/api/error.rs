@@ -149,3 +149,21 @@ pub fn panic_response(err: Box<dyn Any + Send + 'static>) -> Response {
     )
     .into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overload_is_429_with_retry_after_and_the_error_body() {
+        let r = ApiError::from(Error::Overloaded("the queue is full".into())).into_response();
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(r.headers()[header::RETRY_AFTER], "1");
+        let e = ApiError::from(Error::Overloaded("x".into()));
+        assert_eq!(e.body().error, "rate_limited");
+        assert_eq!(e.body().status_code, 429);
+        let r = ApiError::from(Error::Unavailable("no model".into())).into_response();
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(r.headers().get(header::RETRY_AFTER).is_none());
+    }
+}

@@ -160,4 +160,13 @@ mod tests {
         assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(r.headers()[header::RETRY_AFTER], "12");
     }
+
+    #[test]
+    fn server_overload_is_429_with_retry_after() {
+        let e = AssistantError::from(crate::error::Error::Overloaded("queue full".into()));
+        assert_eq!(e.kind(), "ServerBusyError");
+        let r = e.into_response();
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(r.headers()[header::RETRY_AFTER], "1");
+    }
 }
