@@ -34,6 +34,11 @@ pub struct Config {
     pub search_threads: usize,
     /// Searches waiting for a look-up thread (`RAGD_SEARCH_QUEUE`); beyond it: 429.
     pub search_queue: usize,
+    /// Extractive answers (`/query`, chat without an LLM) embedding their passages'
+    /// sentences at once (`RAGD_MAX_CONCURRENT_ANSWERS`); default: every core.
+    pub max_concurrent_answers: usize,
+    /// Answers waiting for their turn (`RAGD_ANSWER_QUEUE`); beyond it: 429.
+    pub answer_queue: usize,
     /// `text` or `json` log lines (`RAGD_LOG_FORMAT`).
     pub log_format: LogFormat,
     /// pdfium's shared library (`RAGD_PDFIUM_LIBRARY`); default `<models_dir>/pdfium/libpdfium.so`.
@@ -126,6 +131,8 @@ impl Default for Config {
             embed_queue_capacity: 1024,
             search_threads: num_cpus::get().max(1),
             search_queue: 256,
+            max_concurrent_answers: num_cpus::get().max(1),
+            answer_queue: 256,
             log_format: LogFormat::Text,
             pdfium_library: None,
             ocr_languages: "eng+ara".into(),
@@ -170,6 +177,8 @@ pub struct Layer {
     pub embed_queue_capacity: Option<usize>,
     pub search_threads: Option<usize>,
     pub search_queue: Option<usize>,
+    pub max_concurrent_answers: Option<usize>,
+    pub answer_queue: Option<usize>,
     pub log_format: Option<LogFormat>,
     pub pdfium_library: Option<PathBuf>,
     pub ocr_languages: Option<String>,
@@ -259,6 +268,8 @@ impl Layer {
             embed_queue_capacity: parse("RAGD_EMBED_QUEUE_CAPACITY")?.map(|v| v as usize),
             search_threads: parse("RAGD_SEARCH_THREADS")?.map(|v| v as usize),
             search_queue: parse("RAGD_SEARCH_QUEUE")?.map(|v| v as usize),
+            max_concurrent_answers: parse("RAGD_MAX_CONCURRENT_ANSWERS")?.map(|v| v as usize),
+            answer_queue: parse("RAGD_ANSWER_QUEUE")?.map(|v| v as usize),
             log_format,
             pdfium_library: get("RAGD_PDFIUM_LIBRARY").map(PathBuf::from),
             ocr_languages: get("RAGD_OCR_LANGUAGES"),
@@ -326,6 +337,8 @@ impl Config {
             embed_queue_capacity,
             search_threads,
             search_queue,
+            max_concurrent_answers,
+            answer_queue,
             log_format,
             ocr_languages,
             max_concurrent_parses,
@@ -380,8 +393,8 @@ impl Config {
         if self.task_workers == 0 || self.max_bulk_files == 0 || self.max_zip_entries == 0 {
             bail!("task_workers, max_bulk_files and max_zip_entries must be at least 1");
         }
-        if self.max_concurrent_parses == 0 {
-            bail!("max_concurrent_parses must be at least 1");
+        if self.max_concurrent_parses == 0 || self.max_concurrent_answers == 0 {
+            bail!("max_concurrent_parses and max_concurrent_answers must be at least 1");
         }
         if self.llm_threads == Some(0) || self.llm_max_tokens == 0 {
             bail!("llm_threads and llm_max_tokens must be at least 1");

@@ -1,6 +1,7 @@
 //! The knowledge-base service: ingestion, search, documents and health, over the
 //! store, the derived indexes and the embedder. No HTTP types here.
 
+pub mod admission;
 pub mod answer;
 pub mod bulk;
 pub mod documents;
@@ -12,7 +13,6 @@ pub mod parsing;
 pub mod query;
 pub mod scrape;
 pub mod search;
-pub mod search_pool;
 pub mod timings;
 pub mod types;
 
@@ -49,8 +49,10 @@ pub struct KnowledgeBase {
     llm: Option<SharedGenerator>,
     /// Answer length and temperature when a request does not say.
     llm_defaults: LlmDefaults,
-    /// Runs searches' index look-ups, bounded.
-    search_pool: search_pool::SearchPool,
+    /// Admits searches' index look-ups.
+    search_gate: admission::Gate,
+    /// Admits extractive answers (their sentence embeddings).
+    answer_gate: admission::Gate,
 }
 
 /// Generation settings of answers, from the configuration.
@@ -74,7 +76,10 @@ pub struct KbParts {
     pub reranker: Option<RerankHandle>,
     pub llm: Option<SharedGenerator>,
     pub llm_defaults: LlmDefaults,
-    pub search_pool: search_pool::SearchPoolOptions,
+    /// Search look-ups at once, and waiting.
+    pub search_gate: admission::GateOptions,
+    /// Extractive answers at once, and waiting.
+    pub answer_gate: admission::GateOptions,
 }
 
 impl KnowledgeBase {
@@ -93,7 +98,8 @@ impl KnowledgeBase {
             reranker: p.reranker,
             llm: p.llm,
             llm_defaults: p.llm_defaults,
-            search_pool: search_pool::SearchPool::new(p.search_pool),
+            search_gate: admission::Gate::new("searches", p.search_gate),
+            answer_gate: admission::Gate::new("answers", p.answer_gate),
         }
     }
 

@@ -7,8 +7,8 @@ use anyhow::Context as _;
 
 use crate::config::Config;
 use crate::jobs::Jobs;
+use crate::kb::admission::GateOptions;
 use crate::kb::fetch::FetchPolicy;
-use crate::kb::search_pool::SearchPoolOptions;
 use crate::kb::{indexes, KbParts, KnowledgeBase, LlmDefaults};
 use crate::ml::llm::{LlmEngine, LlmHandle, LlmWorkerOptions, SharedGenerator};
 use crate::ml::reranker::{CrossEncoder, RerankHandle};
@@ -87,7 +87,8 @@ impl AppState {
                     max_tokens: cfg.llm_max_tokens,
                     temperature: cfg.llm_temperature,
                 },
-                search_pool: SearchPoolOptions { threads: cfg.search_threads, queue: cfg.search_queue },
+                search_gate: GateOptions { running: cfg.search_threads, queue: cfg.search_queue },
+                answer_gate: GateOptions { running: cfg.max_concurrent_answers, queue: cfg.answer_queue },
             }))
         })
         .await??;

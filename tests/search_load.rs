@@ -205,30 +205,12 @@ async fn sixty_four_concurrent_searches_on_ten_thousand_chunks_also_while_ingest
     s.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_full_search_queue_answers_429_with_retry_after() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = ragd::Config {
-        search_threads: 1,
-        search_queue: 0,
-        ..test_config(dir.path())
-    };
-    let s = TestServer::start_with(cfg).await;
-    let (st, _) = s
-        .upload(
-            "guide.md",
-            b"# Guide\n\nPasswords are reset from the account page.",
-        )
-        .await;
-    assert_eq!(st, 200);
+/// Sends up to 5 rounds of 64 POSTs to `path` at once until some are refused; every
+/// answer must be 200, or 429 with `Retry-After` and the error body. Returns the refusals.
+async fn flood(s: &TestServer, path: &str, body: impl Fn(usize) -> Value) -> usize {
     let mut refused = 0;
     for _ in 0..5 {
-        let sent = (0..64).map(|_| {
-            s.client
-                .post(s.url("/api/v1/search"))
-                .json(&json!({"query": "reset a password", "top_k": 3}))
-                .send()
-        });
+        let sent = (0..64).map(|n| s.client.post(s.url(path)).json(&body(n)).send());
         for r in futures::future::join_all(sent).await {
             let r = r.unwrap();
             let status = r.status().as_u16();
@@ -239,19 +221,64 @@ async fn a_full_search_queue_answers_429_with_retry_after() {
                 assert_eq!(body["error"], "rate_limited");
                 refused += 1;
             } else {
-                assert_eq!(status, 200);
+                assert_eq!(status, 200, "{path}");
             }
         }
         if refused > 0 {
             break;
         }
     }
-    assert!(
-        refused > 0,
-        "64 searches at once through one thread and no queue: none refused"
-    );
     let (st, h) = s.get_json("/api/v1/health").await;
     assert_eq!((st, &h["status"]), (200, &json!("healthy")));
+    refused
+}
+
+async fn start_with_guide(cfg: ragd::Config) -> TestServer {
+    let s = TestServer::start_with(cfg).await;
+    let guide = b"# Guide\n\nPasswords are reset from the account page. Sign in first.";
+    let (st, _) = s.upload("guide.md", guide).await;
+    assert_eq!(st, 200);
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_search_queue_answers_429_with_retry_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start_with_guide(ragd::Config {
+        search_threads: 1,
+        search_queue: 0,
+        ..test_config(dir.path())
+    })
+    .await;
+    let refused = flood(
+        &s,
+        "/api/v1/search",
+        |_| json!({"query": "reset a password", "top_k": 3}),
+    )
+    .await;
+    assert!(refused > 0, "one look-up thread and no queue: none refused");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_answer_queue_answers_429_with_retry_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start_with_guide(ragd::Config {
+        max_concurrent_answers: 1,
+        answer_queue: 0,
+        ..test_config(dir.path())
+    })
+    .await;
+    let refused = flood(
+        &s,
+        "/api/v1/query",
+        |n| json!({"question": format!("how is a password reset, case {n}?"), "top_k": 1}),
+    )
+    .await;
+    assert!(
+        refused > 0,
+        "one answer at a time and no queue: none refused"
+    );
     s.stop().await;
 }
 
@@ -267,29 +294,12 @@ async fn a_full_embedding_queue_answers_429_with_retry_after() {
     let credentials =
         common::create_user(dir.path(), "busy@example.com", "password123", false).await;
     let s = TestServer::start_with(cfg).await;
-    let mut refused = 0;
-    for _ in 0..5 {
-        let sent = (0..64).map(|n| {
-            s.client
-                .post(s.url("/api/v1/search"))
-                .json(&json!({"query": format!("question number {n}"), "top_k": 3}))
-                .send()
-        });
-        for r in futures::future::join_all(sent).await {
-            let r = r.unwrap();
-            let status = r.status().as_u16();
-            assert!(status == 200 || status == 429, "status {status}");
-            if status == 429 {
-                assert_eq!(r.headers()["retry-after"], "1");
-                let body: Value = r.json().await.unwrap();
-                assert_error_body(status, &body, 429);
-                refused += 1;
-            }
-        }
-        if refused > 0 {
-            break;
-        }
-    }
+    let refused = flood(
+        &s,
+        "/api/v1/search",
+        |n| json!({"query": format!("question number {n}"), "top_k": 3}),
+    )
+    .await;
     assert!(refused > 0, "a one-request embedding queue never filled");
 
     // The assistant API sheds the same overload with 429 and `Retry-After` in its envelope.

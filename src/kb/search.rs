@@ -83,8 +83,8 @@ impl KnowledgeBase {
         let (vectors, fulltext) = (self.vectors.clone(), self.fulltext.clone());
         let mode = p.mode;
         let (dense, sparse) = self
-            .search_pool
-            .run(move || -> anyhow::Result<_> {
+            .search_gate
+            .run_blocking(move || -> anyhow::Result<_> {
                 let dense: Vec<u64> = match mode {
                     RetrievalMode::Bm25 => Vec::new(),
                     _ => vectors.search(&qv, k)?.into_iter().map(|h| h.key).collect(),
