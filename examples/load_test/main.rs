@@ -95,6 +95,7 @@ async fn main() -> anyhow::Result<()> {
     );
 
     let started = Instant::now();
+    let cpu_before = srv.cpu_seconds();
     let until = started + Duration::from_secs(args.seconds);
     let prober = tokio::spawn(mix::probe_health(
         srv.base.clone(),
@@ -118,6 +119,7 @@ async fn main() -> anyhow::Result<()> {
         ledgers.push(c.ledger);
     }
     let elapsed = started.elapsed().as_secs_f64();
+    let cpu_used = srv.cpu_seconds().zip(cpu_before).map(|(a, b)| a - b);
     let health = prober.await?;
     rec.merge(health.clone());
     acknowledged.extend(mix::merge_ledgers(ledgers));
@@ -143,6 +145,15 @@ async fn main() -> anyhow::Result<()> {
         srv.peak_rss_mib()
             .map_or_else(|| "?".into(), |m| format!("{m:.0} MiB"))
     );
+    if let Some(cpu) = cpu_used {
+        // On a shared machine the server may get less than every core: this says how much
+        // it had, to read the latencies by.
+        println!(
+            "server CPU: {cpu:.1} s in {elapsed:.1} s of load ({:.2} of {} cores busy on average)",
+            cpu / elapsed,
+            std::thread::available_parallelism().map_or(0, |n| n.get())
+        );
+    }
     for line in verdict
         .lost
         .iter()

@@ -88,6 +88,17 @@ impl Server {
             .collect()
     }
 
+    /// CPU time the server has used so far (user + system), in seconds.
+    pub fn cpu_seconds(&self) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
+        // Fields after the parenthesised command name; utime and stime are 14th and 15th.
+        let rest = stat.rsplit_once(')')?.1;
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+        // Clock ticks of USER_HZ, which is 100 on Linux.
+        Some(ticks / 100.0)
+    }
+
     /// Peak resident memory of the server so far (`VmHWM`), in MiB.
     pub fn peak_rss_mib(&self) -> Option<f64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
