@@ -39,6 +39,9 @@ pub struct Config {
     pub max_concurrent_answers: usize,
     /// Answers waiting for their turn (`RAGD_ANSWER_QUEUE`); beyond it: 429.
     pub answer_queue: usize,
+    /// Longest wait of a search or an answer for its turn (`RAGD_MAX_QUEUE_WAIT_SECS`):
+    /// refused with 429 at once when the turns ahead would take longer, or at its end.
+    pub max_queue_wait_secs: u64,
     /// `text` or `json` log lines (`RAGD_LOG_FORMAT`).
     pub log_format: LogFormat,
     /// pdfium's shared library (`RAGD_PDFIUM_LIBRARY`); default `<models_dir>/pdfium/libpdfium.so`.
@@ -133,6 +136,7 @@ impl Default for Config {
             search_queue: 256,
             max_concurrent_answers: num_cpus::get().max(1),
             answer_queue: 256,
+            max_queue_wait_secs: 10,
             log_format: LogFormat::Text,
             pdfium_library: None,
             ocr_languages: "eng+ara".into(),
@@ -179,6 +183,7 @@ pub struct Layer {
     pub search_queue: Option<usize>,
     pub max_concurrent_answers: Option<usize>,
     pub answer_queue: Option<usize>,
+    pub max_queue_wait_secs: Option<u64>,
     pub log_format: Option<LogFormat>,
     pub pdfium_library: Option<PathBuf>,
     pub ocr_languages: Option<String>,
@@ -270,6 +275,7 @@ impl Layer {
             search_queue: parse("RAGD_SEARCH_QUEUE")?.map(|v| v as usize),
             max_concurrent_answers: parse("RAGD_MAX_CONCURRENT_ANSWERS")?.map(|v| v as usize),
             answer_queue: parse("RAGD_ANSWER_QUEUE")?.map(|v| v as usize),
+            max_queue_wait_secs: parse("RAGD_MAX_QUEUE_WAIT_SECS")?,
             log_format,
             pdfium_library: get("RAGD_PDFIUM_LIBRARY").map(PathBuf::from),
             ocr_languages: get("RAGD_OCR_LANGUAGES"),
@@ -339,6 +345,7 @@ impl Config {
             search_queue,
             max_concurrent_answers,
             answer_queue,
+            max_queue_wait_secs,
             log_format,
             ocr_languages,
             max_concurrent_parses,
@@ -404,6 +411,9 @@ impl Config {
                 "llm_temperature must be 0.0-2.0, got {}",
                 self.llm_temperature
             );
+        }
+        if self.max_queue_wait_secs == 0 {
+            bail!("max_queue_wait_secs must be at least 1");
         }
         if self.rate_limit_chat == 0 || self.rate_limit_tools == 0 || self.action_ttl_secs == 0 {
             bail!("rate limits and action_ttl_secs must be at least 1");

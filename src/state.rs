@@ -87,8 +87,16 @@ impl AppState {
                     max_tokens: cfg.llm_max_tokens,
                     temperature: cfg.llm_temperature,
                 },
-                search_gate: GateOptions { running: cfg.search_threads, queue: cfg.search_queue },
-                answer_gate: GateOptions { running: cfg.max_concurrent_answers, queue: cfg.answer_queue },
+                search_gate: GateOptions {
+                    running: cfg.search_threads,
+                    queue: cfg.search_queue,
+                    max_wait: Duration::from_secs(cfg.max_queue_wait_secs),
+                },
+                answer_gate: GateOptions {
+                    running: cfg.max_concurrent_answers,
+                    queue: cfg.answer_queue,
+                    max_wait: Duration::from_secs(cfg.max_queue_wait_secs),
+                },
             }))
         })
         .await??;
