@@ -15,6 +15,7 @@ mod common;
 use std::path::Path;
 
 use common::{assert_error_body, test_config, TestServer};
+use ragd::retrieval::vectors::pseudo_random_units;
 use ragd::store::chunks::{self as repo, NewChunk, SourceRow};
 use ragd::store::Store;
 use serde_json::{json, Map, Value};
@@ -31,26 +32,12 @@ fn chunk_id(s: usize, i: usize) -> String {
     format!("seed-{s:03}-{i:03}")
 }
 
-/// Deterministic pseudo-random unit vector number `n`.
-fn unit_vector(n: u64) -> Vec<f32> {
-    let mut x = n.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let v: Vec<f32> = (0..DIM)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 11) as f32 / (1u64 << 53) as f32 - 0.5
-        })
-        .collect();
-    let norm = v.iter().map(|a| a * a).sum::<f32>().sqrt();
-    v.into_iter().map(|a| a / norm).collect()
-}
-
 /// Writes `SOURCES` x `PER_SOURCE` chunks into the database under `data`.
 fn seed_store(data: &Path) {
     std::fs::create_dir_all(data).unwrap();
     let store = Store::open(&data.join("ragd.sqlite")).unwrap();
     let now = "2025-01-01T00:00:00.000000".to_owned();
+    let mut vectors = pseudo_random_units(SOURCES * PER_SOURCE, DIM, 7).into_iter();
     for s in 0..SOURCES {
         let name = format!("seed-{s:03}.md");
         let source = SourceRow {
@@ -83,7 +70,7 @@ fn seed_store(data: &Path) {
                     text_hash: format!("text-{s}-{i}"),
                     language: "en".into(),
                     metadata,
-                    embedding: unit_vector((s * PER_SOURCE + i) as u64),
+                    embedding: vectors.next().unwrap(),
                 }
             })
             .collect();

@@ -329,6 +329,26 @@ impl VectorIndex {
     }
 }
 
+/// `n` deterministic pseudo-random unit vectors of `dim` dimensions (xorshift from
+/// `seed`): real points for benchmarks and tests of the index, with no model needed.
+pub fn pseudo_random_units(n: usize, dim: usize, seed: u64) -> Vec<Vec<f32>> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            let v: Vec<f32> = (0..dim)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    (x >> 11) as f32 / (1u64 << 53) as f32 - 0.5
+                })
+                .collect();
+            let norm = v.iter().map(|a| a * a).sum::<f32>().sqrt();
+            v.into_iter().map(|a| a / norm).collect()
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -377,29 +397,11 @@ mod tests {
         assert_eq!(disk.generation, None);
     }
 
-    /// Deterministic pseudo-random unit vectors of `dim` dimensions.
-    fn random_units(n: usize, dim: usize, seed: u64) -> Vec<Vec<f32>> {
-        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        (0..n)
-            .map(|_| {
-                let v: Vec<f32> = (0..dim)
-                    .map(|_| {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        (x >> 11) as f32 / (1u64 << 53) as f32 - 0.5
-                    })
-                    .collect();
-                unit(&v)
-            })
-            .collect()
-    }
-
     #[test]
     fn many_threads_search_while_it_grows_shrinks_and_saves() {
         const DIM: usize = 16;
         let dir = tempfile::tempdir().unwrap();
-        let base = random_units(2000, DIM, 1);
+        let base = pseudo_random_units(2000, DIM, 1);
         {
             let (idx, _) = VectorIndex::open(dir.path(), DIM, 2).unwrap();
             let items: Vec<(u64, &[f32])> = base
@@ -415,8 +417,8 @@ mod tests {
         let (idx, disk) = VectorIndex::open(dir.path(), DIM, 2).unwrap();
         assert_eq!(disk.count, 2000);
         let idx = std::sync::Arc::new(idx);
-        let extra = random_units(3000, DIM, 2);
-        let queries = random_units(64, DIM, 3);
+        let extra = pseudo_random_units(3000, DIM, 2);
+        let queries = pseudo_random_units(64, DIM, 3);
         let stop = std::sync::Arc::new(AtomicBool::new(false));
         let searchers: Vec<_> = queries
             .into_iter()
