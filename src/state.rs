@@ -61,7 +61,7 @@ impl AppState {
                 Some(g) => Some(g),
                 None => load_llm(&cfg)?,
             };
-            // One usearch search slot per look-up thread of the search pool.
+            // One usearch search slot per look-up the search gate admits at once.
             let (vectors, vdisk) = VectorIndex::open(&cfg.data_dir, dim, cfg.search_threads)?;
             let (fulltext, fdisk) = FullTextIndex::open(&cfg.data_dir)?;
             indexes::reconcile(&store, &vectors, vdisk, &fulltext, fdisk).context("reconciling indexes")?;

@@ -209,11 +209,6 @@ impl VectorIndex {
         self.dir.join(FILE)
     }
 
-    /// Concurrent searches the index serves; more wait for a free slot.
-    pub fn search_slots(&self) -> usize {
-        self.slots.total
-    }
-
     /// Drops every vector (before a rebuild).
     pub fn clear(&self) -> anyhow::Result<()> {
         let index = new_index(self.dim)?;
