@@ -5,28 +5,10 @@
 use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use ragd::retrieval::vectors::pseudo_random_units;
 use ragd::retrieval::VectorIndex;
 
 const DIM: usize = 384;
-
-/// Deterministic pseudo-random unit vectors.
-fn vectors(n: usize, seed: u64) -> Vec<Vec<f32>> {
-    let mut x = seed.wrapping_mul(0x9e3779b97f4a7c15) | 1;
-    (0..n)
-        .map(|_| {
-            let v: Vec<f32> = (0..DIM)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    (x >> 11) as f32 / (1u64 << 53) as f32 - 0.5
-                })
-                .collect();
-            let n = v.iter().map(|a| a * a).sum::<f32>().sqrt();
-            v.into_iter().map(|a| a / n).collect()
-        })
-        .collect()
-}
 
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("vector_search_top10");
@@ -38,8 +20,8 @@ fn bench(c: &mut Criterion) {
     };
     for &n in sizes {
         let dir = tempfile::tempdir().expect("temp dir");
-        let (index, _) = VectorIndex::open(dir.path(), DIM).expect("index");
-        let data = vectors(n, 7);
+        let (index, _) = VectorIndex::open(dir.path(), DIM, num_cpus::get()).expect("index");
+        let data = pseudo_random_units(n, DIM, 7);
         let started = Instant::now();
         for (chunk_no, chunk) in data.chunks(1000).enumerate() {
             let items: Vec<(u64, &[f32])> = chunk
@@ -54,7 +36,7 @@ fn bench(c: &mut Criterion) {
             started.elapsed().as_secs_f64(),
             n as f64 / started.elapsed().as_secs_f64()
         );
-        let queries = vectors(256, 99);
+        let queries = pseudo_random_units(256, DIM, 99);
         let mut i = 0;
         group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
             b.iter(|| {

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets up everything the tests need (idempotent), then builds and runs every test
-# target: unit, integration (real server on port 0, real models), benches in test mode.
-# The last line totals every test binary's results.
+# target: unit, integration (real server on port 0, real models), benches in test mode,
+# and (without arguments) a short load run of the debug build just made: 50 clients x
+# 10 s of scripts/load_test.sh, which fails on any 5xx, unanswered request, or lost or
+# resurrected document. The last line totals every test binary's results.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 scripts/setup.sh
@@ -9,6 +11,12 @@ log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 status=0
 cargo test --all-targets "$@" 2>&1 | tee "$log" || status=$?
+if [ "$#" -eq 0 ]; then
+  load=passed
+  cargo build --quiet --bin ragd --example load_test &&
+    scripts/load_test.sh --debug 50 10 --corpus 20 --timeout 60 || { load=failed; status=1; }
+  echo "load test (50 clients x 10 s, debug build): $load"
+fi
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "total: %d passed, %d failed\n", p, f }' "$log"
 exit "$status"

@@ -28,8 +28,20 @@ pub struct Config {
     pub max_upload_bytes: u64,
     /// Most texts the embedder runs in one forward pass.
     pub embed_batch_size: usize,
-    /// Most embedding requests waiting at once; beyond it requests fail fast (503).
+    /// Most embedding requests waiting at once; beyond it requests fail fast (429).
     pub embed_queue_capacity: usize,
+    /// Searches' index look-ups running at once (`RAGD_SEARCH_THREADS`); default: every core.
+    pub search_threads: usize,
+    /// Searches waiting for a look-up thread (`RAGD_SEARCH_QUEUE`); beyond it: 429.
+    pub search_queue: usize,
+    /// Extractive answers (`/query`, chat without an LLM) embedding their passages'
+    /// sentences at once (`RAGD_MAX_CONCURRENT_ANSWERS`); default: every core.
+    pub max_concurrent_answers: usize,
+    /// Answers waiting for their turn (`RAGD_ANSWER_QUEUE`); beyond it: 429.
+    pub answer_queue: usize,
+    /// Longest wait of a search or an answer for its turn (`RAGD_MAX_QUEUE_WAIT_SECS`):
+    /// refused with 429 at once when the turns ahead would take longer, or at its end.
+    pub max_queue_wait_secs: u64,
     /// `text` or `json` log lines (`RAGD_LOG_FORMAT`).
     pub log_format: LogFormat,
     /// pdfium's shared library (`RAGD_PDFIUM_LIBRARY`); default `<models_dir>/pdfium/libpdfium.so`.
@@ -126,6 +138,11 @@ impl Default for Config {
             max_upload_bytes: 100 * 1024 * 1024,
             embed_batch_size: 32,
             embed_queue_capacity: 1024,
+            search_threads: num_cpus::get().max(1),
+            search_queue: 256,
+            max_concurrent_answers: num_cpus::get().max(1),
+            answer_queue: 256,
+            max_queue_wait_secs: 10,
             log_format: LogFormat::Text,
             pdfium_library: None,
             ocr_languages: "eng+ara".into(),
@@ -170,6 +187,11 @@ pub struct Layer {
     pub max_upload_bytes: Option<u64>,
     pub embed_batch_size: Option<usize>,
     pub embed_queue_capacity: Option<usize>,
+    pub search_threads: Option<usize>,
+    pub search_queue: Option<usize>,
+    pub max_concurrent_answers: Option<usize>,
+    pub answer_queue: Option<usize>,
+    pub max_queue_wait_secs: Option<u64>,
     pub log_format: Option<LogFormat>,
     pub pdfium_library: Option<PathBuf>,
     pub ocr_languages: Option<String>,
@@ -259,6 +281,11 @@ impl Layer {
             max_upload_bytes: parse("RAGD_MAX_UPLOAD_BYTES")?,
             embed_batch_size: parse("RAGD_EMBED_BATCH_SIZE")?.map(|v| v as usize),
             embed_queue_capacity: parse("RAGD_EMBED_QUEUE_CAPACITY")?.map(|v| v as usize),
+            search_threads: parse("RAGD_SEARCH_THREADS")?.map(|v| v as usize),
+            search_queue: parse("RAGD_SEARCH_QUEUE")?.map(|v| v as usize),
+            max_concurrent_answers: parse("RAGD_MAX_CONCURRENT_ANSWERS")?.map(|v| v as usize),
+            answer_queue: parse("RAGD_ANSWER_QUEUE")?.map(|v| v as usize),
+            max_queue_wait_secs: parse("RAGD_MAX_QUEUE_WAIT_SECS")?,
             log_format,
             pdfium_library: get("RAGD_PDFIUM_LIBRARY").map(PathBuf::from),
             ocr_languages: get("RAGD_OCR_LANGUAGES"),
@@ -331,6 +358,11 @@ impl Config {
             max_upload_bytes,
             embed_batch_size,
             embed_queue_capacity,
+            search_threads,
+            search_queue,
+            max_concurrent_answers,
+            answer_queue,
+            max_queue_wait_secs,
             log_format,
             ocr_languages,
             max_concurrent_parses,
@@ -378,14 +410,17 @@ impl Config {
         if self.embed_queue_capacity == 0 {
             bail!("embed_queue_capacity must be at least 1");
         }
+        if self.search_threads == 0 || self.search_threads > 1024 {
+            bail!("search_threads must be 1-1024, got {}", self.search_threads);
+        }
         if self.max_upload_bytes == 0 {
             bail!("max_upload_bytes must be at least 1");
         }
         if self.task_workers == 0 || self.max_bulk_files == 0 || self.max_zip_entries == 0 {
             bail!("task_workers, max_bulk_files and max_zip_entries must be at least 1");
         }
-        if self.max_concurrent_parses == 0 {
-            bail!("max_concurrent_parses must be at least 1");
+        if self.max_concurrent_parses == 0 || self.max_concurrent_answers == 0 {
+            bail!("max_concurrent_parses and max_concurrent_answers must be at least 1");
         }
         if self.llm_threads == Some(0) || self.llm_max_tokens == 0 {
             bail!("llm_threads and llm_max_tokens must be at least 1");
@@ -395,6 +430,9 @@ impl Config {
                 "llm_temperature must be 0.0-2.0, got {}",
                 self.llm_temperature
             );
+        }
+        if self.max_queue_wait_secs == 0 {
+            bail!("max_queue_wait_secs must be at least 1");
         }
         if self.rate_limit_chat == 0 || self.rate_limit_tools == 0 || self.action_ttl_secs == 0 {
             bail!("rate limits and action_ttl_secs must be at least 1");

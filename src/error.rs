@@ -2,6 +2,10 @@
 
 use thiserror::Error;
 
+/// Seconds an overloaded server asks a client to wait (`Retry-After`): queues drain in
+/// well under that at the load ragd sheds.
+pub const OVERLOAD_RETRY_AFTER_SECS: u64 = 1;
+
 /// What went wrong, in terms a transport can map to a status code.
 #[derive(Debug, Error)]
 pub enum Error {
@@ -14,7 +18,8 @@ pub enum Error {
     /// The request body or file is larger than the configured limit.
     #[error("{0}")]
     TooLarge(String),
-    /// A bounded queue is full; the caller may retry later.
+    /// A bounded queue is full, or a request waited its longest in one; the caller may
+    /// retry after [`OVERLOAD_RETRY_AFTER_SECS`]. Both APIs answer 429 with `Retry-After`.
     #[error("{0}")]
     Overloaded(String),
     /// A component is not available (e.g. a model failed to load).

@@ -1,6 +1,7 @@
 //! The knowledge-base service: ingestion, search, documents and health, over the
 //! store, the derived indexes and the embedder. No HTTP types here.
 
+pub mod admission;
 pub mod answer;
 pub mod bulk;
 pub mod documents;
@@ -48,6 +49,10 @@ pub struct KnowledgeBase {
     llm: Option<SharedGenerator>,
     /// Answer length and temperature when a request does not say.
     llm_defaults: LlmDefaults,
+    /// Admits searches' index look-ups.
+    search_gate: admission::Gate,
+    /// Admits extractive answers (their sentence embeddings).
+    answer_gate: admission::Gate,
 }
 
 /// Generation settings of answers, from the configuration.
@@ -71,6 +76,10 @@ pub struct KbParts {
     pub reranker: Option<RerankHandle>,
     pub llm: Option<SharedGenerator>,
     pub llm_defaults: LlmDefaults,
+    /// Search look-ups at once, and waiting.
+    pub search_gate: admission::GateOptions,
+    /// Extractive answers at once, and waiting.
+    pub answer_gate: admission::GateOptions,
 }
 
 impl KnowledgeBase {
@@ -89,6 +98,8 @@ impl KnowledgeBase {
             reranker: p.reranker,
             llm: p.llm,
             llm_defaults: p.llm_defaults,
+            search_gate: admission::Gate::new("searches", p.search_gate),
+            answer_gate: admission::Gate::new("answers", p.answer_gate),
         }
     }
 

@@ -7,6 +7,7 @@ use anyhow::Context as _;
 
 use crate::config::Config;
 use crate::jobs::Jobs;
+use crate::kb::admission::GateOptions;
 use crate::kb::fetch::FetchPolicy;
 use crate::kb::{indexes, KbParts, KnowledgeBase, LlmDefaults};
 use crate::ml::llm::{
@@ -62,7 +63,8 @@ impl AppState {
                 Some(g) => Some(g),
                 None => load_llm(&cfg)?,
             };
-            let (vectors, vdisk) = VectorIndex::open(&cfg.data_dir, dim)?;
+            // One usearch search slot per look-up the search gate admits at once.
+            let (vectors, vdisk) = VectorIndex::open(&cfg.data_dir, dim, cfg.search_threads)?;
             let (fulltext, fdisk) = FullTextIndex::open(&cfg.data_dir)?;
             indexes::reconcile(&store, &vectors, vdisk, &fulltext, fdisk).context("reconciling indexes")?;
             Ok(KnowledgeBase::new(KbParts {
@@ -86,6 +88,16 @@ impl AppState {
                 llm_defaults: LlmDefaults {
                     max_tokens: cfg.llm_max_tokens,
                     temperature: cfg.llm_temperature,
+                },
+                search_gate: GateOptions {
+                    running: cfg.search_threads,
+                    queue: cfg.search_queue,
+                    max_wait: Duration::from_secs(cfg.max_queue_wait_secs),
+                },
+                answer_gate: GateOptions {
+                    running: cfg.max_concurrent_answers,
+                    queue: cfg.answer_queue,
+                    max_wait: Duration::from_secs(cfg.max_queue_wait_secs),
                 },
             }))
         })

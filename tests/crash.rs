@@ -1,8 +1,8 @@
 //! Crash safety: the real binary is killed with SIGKILL at random moments while a bulk
-//! upload and async tasks run, then restarted on the same data directory, many times.
-//! After each restart: every source is whole or absent, no chunk lacks its source, both
-//! indexes agree with SQLite, and every acknowledged task ends completed or failed with
-//! a reason.
+//! upload, async tasks and concurrent searches run, then restarted on the same data
+//! directory, many times. After each restart: every source is whole or absent, no chunk
+//! lacks its source, both indexes agree with SQLite, every acknowledged task ends completed
+//! or failed with a reason, and no search is ever answered with a 5xx.
 
 mod common;
 
@@ -102,6 +102,35 @@ fn check_store(data: &Path) {
     assert_eq!(partial, 0, "a source is only partly stored");
 }
 
+/// Searches in `clients` loops until the server goes away; returns every status answered.
+fn search_until_gone(
+    client: &reqwest::Client,
+    base: &str,
+    clients: usize,
+) -> Vec<tokio::task::JoinHandle<Vec<u16>>> {
+    (0..clients)
+        .map(|i| {
+            let (client, url) = (client.clone(), format!("{base}/api/v1/search"));
+            tokio::spawn(async move {
+                let mut statuses = Vec::new();
+                for n in 0.. {
+                    let q = format!("Report {} paragraph {i} describes marker", n % 20);
+                    match client
+                        .post(&url)
+                        .json(&serde_json::json!({"query": q, "top_k": 5}))
+                        .send()
+                        .await
+                    {
+                        Ok(r) => statuses.push(r.status().as_u16()),
+                        Err(_) => break,
+                    }
+                }
+                statuses
+            })
+        })
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn survives_sigkill_at_random_moments() {
     let dir = tempfile::tempdir().unwrap();
@@ -149,15 +178,30 @@ async fn survives_sigkill_at_random_moments() {
             let ack: Value = r.json().await.unwrap();
             acknowledged.push(ack["task_id"].as_str().unwrap().to_owned());
         }
+        let searches = search_until_gone(&client, &s.base, 8);
         tokio::time::sleep(Duration::from_millis(rng.next(2500))).await;
         s.child.kill().unwrap(); // SIGKILL
         s.child.wait().unwrap();
         bulk.abort();
+        for t in searches {
+            let statuses = t.await.unwrap();
+            assert!(
+                statuses.iter().all(|&st| st == 200),
+                "round {round}: searches answered {statuses:?}"
+            );
+        }
         check_store(&data);
     }
 
-    // A last start: tasks resume and finish; indexes agree with the store.
+    // A last start: tasks resume and finish while 64 searches run at once; indexes agree
+    // with the store.
     let mut s = start(&data);
+    let queries: Vec<String> = (0..64)
+        .map(|i| format!("Report {} paragraph describes", i % rounds))
+        .collect();
+    for (status, body) in common::search_at_once(&client, &s.base, &queries, 5).await {
+        assert_eq!(status, 200, "{body}");
+    }
     let deadline = Instant::now() + Duration::from_secs(300);
     for id in &acknowledged {
         loop {

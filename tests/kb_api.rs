@@ -58,6 +58,16 @@ async fn assert_finds_password_chunk(s: &TestServer) -> Value {
     body
 }
 
+/// 64 searches at once right after a (re)start: all answer 200 with the same results as
+/// `first` (the indexes were just loaded or rebuilt).
+async fn assert_concurrent_searches_agree(s: &TestServer, first: &Value) {
+    let queries = vec!["how can I change my lost password?".to_owned(); 64];
+    for (status, body) in s.search_at_once(&queries, 5).await {
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(doc_ids(&body), doc_ids(first));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upload_search_survives_restart_and_index_loss() {
     let dir = tempfile::tempdir().unwrap();
@@ -83,6 +93,7 @@ async fn upload_search_survives_restart_and_index_loss() {
 
     // Restart on the same data directory.
     let s = TestServer::start(dir.path()).await;
+    assert_concurrent_searches_agree(&s, &first).await;
     let again = assert_finds_password_chunk(&s).await;
     assert_eq!(doc_ids(&first), doc_ids(&again));
     s.stop().await;
@@ -92,6 +103,7 @@ async fn upload_search_survives_restart_and_index_loss() {
     std::fs::remove_file(dir.path().join("vectors.usearch.json")).unwrap();
     std::fs::remove_dir_all(dir.path().join("fulltext")).unwrap();
     let s = TestServer::start(dir.path()).await;
+    assert_concurrent_searches_agree(&s, &first).await;
     let rebuilt = assert_finds_password_chunk(&s).await;
     assert_eq!(doc_ids(&first), doc_ids(&rebuilt));
     let (st, ready) = s.get_json("/api/v1/health/ready").await;
@@ -109,6 +121,7 @@ async fn upload_search_survives_restart_and_index_loss() {
     bytes[n / 2] ^= 0x5a;
     std::fs::write(&file, bytes).unwrap();
     let s = TestServer::start(dir.path()).await;
+    assert_concurrent_searches_agree(&s, &first).await;
     let repaired = assert_finds_password_chunk(&s).await;
     assert_eq!(doc_ids(&first), doc_ids(&repaired));
     s.stop().await;

@@ -4,19 +4,20 @@
 use std::any::Any;
 
 use axum::extract::OriginalUri;
-use axum::http::StatusCode;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::error::Error;
+use crate::error::{Error, OVERLOAD_RETRY_AFTER_SECS};
 
 /// The contract's error body.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorBody {
     /// Error type: `bad_request`, `unauthorized`, `forbidden`, `not_found`,
-    /// `method_not_allowed`, `payload_too_large`, `service_unavailable`, `internal_error`.
+    /// `method_not_allowed`, `conflict`, `payload_too_large`, `rate_limited`,
+    /// `service_unavailable`, `internal_error`.
     pub error: String,
     pub detail: String,
     pub status_code: u16,
@@ -28,6 +29,8 @@ pub struct ErrorBody {
 pub struct ApiError {
     pub status: StatusCode,
     pub detail: String,
+    /// Seconds the client should wait before retrying, sent as `Retry-After`.
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -36,6 +39,15 @@ impl ApiError {
         Self {
             status,
             detail: detail.into(),
+            retry_after: None,
+        }
+    }
+
+    /// 429 with `Retry-After`: the server sheds load; the request did nothing.
+    pub fn overloaded(detail: impl Into<String>) -> Self {
+        Self {
+            retry_after: Some(OVERLOAD_RETRY_AFTER_SECS),
+            ..Self::new(StatusCode::TOO_MANY_REQUESTS, detail)
         }
     }
 
@@ -76,9 +88,8 @@ impl From<Error> for ApiError {
             Error::BadRequest(m) => Self::new(StatusCode::BAD_REQUEST, m),
             Error::NotFound(m) => Self::new(StatusCode::NOT_FOUND, m),
             Error::TooLarge(m) => Self::new(StatusCode::PAYLOAD_TOO_LARGE, m),
-            Error::Overloaded(m) | Error::Unavailable(m) => {
-                Self::new(StatusCode::SERVICE_UNAVAILABLE, m)
-            }
+            Error::Overloaded(m) => Self::overloaded(m),
+            Error::Unavailable(m) => Self::new(StatusCode::SERVICE_UNAVAILABLE, m),
             Error::Conflict(m) => Self::new(StatusCode::CONFLICT, m),
             Error::Cancelled => Self::new(StatusCode::CONFLICT, "the operation was cancelled"),
             Error::Internal(e) => {
@@ -99,7 +110,12 @@ impl IntoResponse for ApiError {
         } else {
             tracing::debug!(status = self.status.as_u16(), detail = %self.detail, "request rejected");
         }
-        (self.status, Json(self.body())).into_response()
+        let mut resp = (self.status, Json(self.body())).into_response();
+        if let Some(secs) = self.retry_after {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+        }
+        resp
     }
 }
 
@@ -132,4 +148,22 @@ pub fn panic_response(err: Box<dyn Any + Send + 'static>) -> Response {
         "internal server error; see the server log",
     )
     .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overload_is_429_with_retry_after_and_the_error_body() {
+        let r = ApiError::from(Error::Overloaded("the queue is full".into())).into_response();
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(r.headers()[header::RETRY_AFTER], "1");
+        let e = ApiError::from(Error::Overloaded("x".into()));
+        assert_eq!(e.body().error, "rate_limited");
+        assert_eq!(e.body().status_code, 429);
+        let r = ApiError::from(Error::Unavailable("no model".into())).into_response();
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(r.headers().get(header::RETRY_AFTER).is_none());
+    }
 }

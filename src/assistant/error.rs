@@ -24,7 +24,16 @@ pub enum AssistantError {
         /// Seconds until the window resets.
         retry_after: u64,
     },
-    /// 503: a needed service is overloaded or missing.
+    /// 429: the server is shedding load (a bounded queue is full); retry after this many
+    /// seconds.
+    #[error("{detail}")]
+    Overloaded {
+        /// What is full, safe to show.
+        detail: String,
+        /// Seconds to wait before retrying.
+        retry_after: u64,
+    },
+    /// 503: a needed service is missing.
     #[error("{0}")]
     Unavailable(String),
     /// 500: details are logged, never sent.
@@ -40,7 +49,11 @@ impl From<crate::error::Error> for AssistantError {
             E::NotFound(m) => Self::NotFound(m),
             E::Conflict(m) => Self::Conflict(m),
             E::TooLarge(m) => Self::BadRequest(m),
-            E::Overloaded(m) | E::Unavailable(m) => Self::Unavailable(m),
+            E::Overloaded(detail) => Self::Overloaded {
+                detail,
+                retry_after: crate::error::OVERLOAD_RETRY_AFTER_SECS,
+            },
+            E::Unavailable(m) => Self::Unavailable(m),
             other => Self::Internal(anyhow::Error::new(other)),
         }
     }

@@ -233,6 +233,9 @@ impl KnowledgeBase {
         }
         let mut inputs = vec![searchable(question)];
         inputs.extend(candidates.iter().map(|(_, _, s)| searchable(s)));
+        // Up to MAX_CANDIDATES sentences per answer: admitted a few at a time, so that the
+        // embedder's queue never holds so many that a search's query waits behind them.
+        let _turn = self.answer_gate.enter().await?;
         let vectors = self.embedder.embed(inputs).await?;
         let q = &vectors[0];
         let mut scored: Vec<(f32, usize)> = vectors[1..]

@@ -82,22 +82,24 @@ impl KnowledgeBase {
         let k = p.initial_k.max(p.top_k);
         let (vectors, fulltext) = (self.vectors.clone(), self.fulltext.clone());
         let mode = p.mode;
-        let (dense, sparse) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
-            let dense: Vec<u64> = match mode {
-                RetrievalMode::Bm25 => Vec::new(),
-                _ => vectors.search(&qv, k)?.into_iter().map(|h| h.key).collect(),
-            };
-            let sparse: Vec<u64> = match mode {
-                RetrievalMode::Dense => Vec::new(),
-                _ => fulltext
-                    .search(&normalised, k)?
-                    .into_iter()
-                    .map(|(key, _)| key)
-                    .collect(),
-            };
-            Ok((dense, sparse))
-        })
-        .await??;
+        let (dense, sparse) = self
+            .search_gate
+            .run_blocking(move || -> anyhow::Result<_> {
+                let dense: Vec<u64> = match mode {
+                    RetrievalMode::Bm25 => Vec::new(),
+                    _ => vectors.search(&qv, k)?.into_iter().map(|h| h.key).collect(),
+                };
+                let sparse: Vec<u64> = match mode {
+                    RetrievalMode::Dense => Vec::new(),
+                    _ => fulltext
+                        .search(&normalised, k)?
+                        .into_iter()
+                        .map(|(key, _)| key)
+                        .collect(),
+                };
+                Ok((dense, sparse))
+            })
+            .await??;
         let mut fused = fusion::reciprocal_rank(&[&dense, &sparse]);
         fused.truncate(k);
         let keys: Vec<u64> = fused.iter().map(|(key, _)| *key).collect();

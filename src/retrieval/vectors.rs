@@ -1,13 +1,18 @@
 //! The usearch HNSW index (cosine), persisted as `vectors.usearch` plus a small JSON
 //! sidecar holding the store generation, the count and a checksum of the index file.
 //! A missing, mismatched or corrupt file opens as empty so the caller rebuilds it.
+//!
+//! usearch serves a search only on a thread slot reserved ahead (and an insert only
+//! within reserved capacity); it fails the call otherwise. So the index reserves a fixed
+//! number of search slots whenever it is created, loaded or grown, and a search waits for
+//! a free slot: any number of threads may search, insert, delete and save at once.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use anyhow::Context as _;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
@@ -25,9 +30,14 @@ struct Meta {
     sha256: String,
 }
 
+/// Capacity reserved by a new index, so small knowledge bases never grow it.
+const INITIAL_CAPACITY: usize = 1024;
+
 /// A vector index keyed by chunk key.
 pub struct VectorIndex {
     index: RwLock<Index>,
+    /// One permit per usearch search slot.
+    slots: SearchSlots,
     dir: PathBuf,
     dim: usize,
     /// Generation of the in-memory state; saved with the file.
@@ -42,6 +52,50 @@ pub struct VectorIndex {
 pub struct Hit {
     pub key: u64,
     pub similarity: f32,
+}
+
+/// A counting semaphore over usearch's reserved search slots: a search holds a permit
+/// while it runs, so usearch is never asked for more concurrent searches than it has
+/// slots, however many threads call in.
+struct SearchSlots {
+    total: usize,
+    free: Mutex<usize>,
+    freed: Condvar,
+}
+
+struct SlotPermit<'a>(&'a SearchSlots);
+
+impl SearchSlots {
+    fn new(total: usize) -> Self {
+        Self {
+            total,
+            free: Mutex::new(total),
+            freed: Condvar::new(),
+        }
+    }
+
+    fn acquire(&self) -> SlotPermit<'_> {
+        let mut free = self.free.lock();
+        while *free == 0 {
+            self.freed.wait(&mut free);
+        }
+        *free -= 1;
+        SlotPermit(self)
+    }
+}
+
+impl Drop for SlotPermit<'_> {
+    fn drop(&mut self) {
+        *self.0.free.lock() += 1;
+        self.0.freed.notify_one();
+    }
+}
+
+/// Reserves room for `members` vectors and `slots` concurrent searches. Never shrinks.
+fn reserve(index: &Index, members: usize, slots: usize) -> anyhow::Result<()> {
+    index
+        .reserve_capacity_and_threads(members, slots)
+        .map_err(|e| anyhow::anyhow!("usearch reserve: {e}"))
 }
 
 fn new_index(dim: usize) -> anyhow::Result<Index> {
@@ -66,8 +120,10 @@ fn sha256_file(path: &Path) -> anyhow::Result<String> {
 
 impl VectorIndex {
     /// Opens the index in `dir`, or an empty one when the files are missing, do not
-    /// match `dim`, or fail their checksum.
-    pub fn open(dir: &Path, dim: usize) -> anyhow::Result<(Self, OnDisk)> {
+    /// match `dim`, or fail their checksum. At most `searchers` searches run at once
+    /// (at least one); more wait for a free slot.
+    pub fn open(dir: &Path, dim: usize, searchers: usize) -> anyhow::Result<(Self, OnDisk)> {
+        let slots = searchers.max(1);
         let (index, on_disk) = match Self::load(dir, dim) {
             Ok(Some((index, meta))) => (
                 index,
@@ -94,10 +150,13 @@ impl VectorIndex {
                 )
             }
         };
+        // A loaded index has exactly its size as capacity and usearch's default slots.
+        reserve(&index, index.size().max(INITIAL_CAPACITY), slots)?;
         let generation = on_disk.generation.unwrap_or(0);
         Ok((
             Self {
                 index: RwLock::new(index),
+                slots: SearchSlots::new(slots),
                 dir: dir.to_owned(),
                 dim,
                 generation: AtomicU64::new(generation),
@@ -152,7 +211,9 @@ impl VectorIndex {
 
     /// Drops every vector (before a rebuild).
     pub fn clear(&self) -> anyhow::Result<()> {
-        *self.index.write() = new_index(self.dim)?;
+        let index = new_index(self.dim)?;
+        reserve(&index, INITIAL_CAPACITY, self.slots.total)?;
+        *self.index.write() = index;
         self.dirty.store(true, Ordering::Release);
         Ok(())
     }
@@ -172,11 +233,11 @@ impl VectorIndex {
                     .map_err(|e| anyhow::anyhow!("usearch remove: {e}"))?;
             }
         }
+        // Grown ahead of the inserts (doubling), with the same search slots.
         let needed = index.size() + upsert.len();
         if needed > index.capacity() {
-            index
-                .reserve(needed.max(index.capacity() * 2).max(1024))
-                .map_err(|e| anyhow::anyhow!("usearch reserve: {e}"))?;
+            let members = needed.max(index.capacity() * 2).max(INITIAL_CAPACITY);
+            reserve(&index, members, self.slots.total)?;
         }
         for (k, v) in upsert {
             anyhow::ensure!(
@@ -194,8 +255,15 @@ impl VectorIndex {
         Ok(())
     }
 
-    /// The `k` nearest vectors to `query`.
+    /// The `k` nearest vectors to `query`. Blocks while every search slot is taken.
     pub fn search(&self, query: &[f32], k: usize) -> anyhow::Result<Vec<Hit>> {
+        anyhow::ensure!(
+            query.len() == self.dim,
+            "query of {} dims, index has {}",
+            query.len(),
+            self.dim
+        );
+        let _slot = self.slots.acquire();
         let index = self.index.read();
         if index.size() == 0 || k == 0 {
             return Ok(Vec::new());
@@ -227,20 +295,24 @@ impl VectorIndex {
     }
 
     fn save(&self) -> anyhow::Result<()> {
-        let index = self.index.read();
-        let generation = self.generation.load(Ordering::Acquire);
         let tmp = self.dir.join(format!("{FILE}.tmp"));
-        index
-            .save(tmp.to_str().context("non-UTF-8 data path")?)
-            .map_err(|e| anyhow::anyhow!("usearch save: {e}"))?;
+        // The read lock is held only while usearch writes the file: the fsync and the
+        // checksum run after it, so inserts (and the searches queued behind a waiting
+        // insert) are not held up by the disk.
+        let (generation, count) = {
+            let index = self.index.read();
+            index
+                .save(tmp.to_str().context("non-UTF-8 data path")?)
+                .map_err(|e| anyhow::anyhow!("usearch save: {e}"))?;
+            (self.generation.load(Ordering::Acquire), index.size() as u64)
+        };
         std::fs::File::open(&tmp)?.sync_all()?;
         let meta = Meta {
             generation,
-            count: index.size() as u64,
+            count,
             dim: self.dim,
             sha256: sha256_file(&tmp)?,
         };
-        drop(index);
         std::fs::rename(&tmp, self.dir.join(FILE))?;
         let meta_tmp = self.dir.join(format!("{META}.tmp"));
         let mut f = std::fs::File::create(&meta_tmp)?;
@@ -250,6 +322,26 @@ impl VectorIndex {
         tracing::debug!(generation, count = meta.count, "vector index saved");
         Ok(())
     }
+}
+
+/// `n` deterministic pseudo-random unit vectors of `dim` dimensions (xorshift from
+/// `seed`): real points for benchmarks and tests of the index, with no model needed.
+pub fn pseudo_random_units(n: usize, dim: usize, seed: u64) -> Vec<Vec<f32>> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            let v: Vec<f32> = (0..dim)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    (x >> 11) as f32 / (1u64 << 53) as f32 - 0.5
+                })
+                .collect();
+            let norm = v.iter().map(|a| a * a).sum::<f32>().sqrt();
+            v.into_iter().map(|a| a / norm).collect()
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -264,7 +356,7 @@ mod tests {
     #[test]
     fn saves_reloads_and_rejects_corruption() {
         let dir = tempfile::tempdir().unwrap();
-        let (idx, disk) = VectorIndex::open(dir.path(), 3).unwrap();
+        let (idx, disk) = VectorIndex::open(dir.path(), 3, 2).unwrap();
         assert_eq!(disk.generation, None);
         let a = unit(&[1.0, 0.0, 0.0]);
         let b = unit(&[0.0, 1.0, 0.0]);
@@ -275,7 +367,7 @@ mod tests {
         assert!(idx.save_if_dirty().unwrap());
         assert!(!idx.save_if_dirty().unwrap());
 
-        let (idx2, disk) = VectorIndex::open(dir.path(), 3).unwrap();
+        let (idx2, disk) = VectorIndex::open(dir.path(), 3, 2).unwrap();
         assert_eq!(
             disk,
             OnDisk {
@@ -292,18 +384,86 @@ mod tests {
         let mid = bytes.len() / 2;
         bytes[mid] ^= 0xff;
         std::fs::write(&file, bytes).unwrap();
-        let (idx3, disk) = VectorIndex::open(dir.path(), 3).unwrap();
+        let (idx3, disk) = VectorIndex::open(dir.path(), 3, 2).unwrap();
         assert_eq!(disk.generation, None);
         assert!(idx3.is_empty());
         // A different dimension is also not loaded.
-        let (_, disk) = VectorIndex::open(dir.path(), 4).unwrap();
+        let (_, disk) = VectorIndex::open(dir.path(), 4, 2).unwrap();
         assert_eq!(disk.generation, None);
+    }
+
+    #[test]
+    fn many_threads_search_while_it_grows_shrinks_and_saves() {
+        const DIM: usize = 16;
+        let dir = tempfile::tempdir().unwrap();
+        let base = pseudo_random_units(2000, DIM, 1);
+        {
+            let (idx, _) = VectorIndex::open(dir.path(), DIM, 2).unwrap();
+            let items: Vec<(u64, &[f32])> = base
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (i as u64, v.as_slice()))
+                .collect();
+            idx.apply(&[], &items, 1).unwrap();
+            idx.save_if_dirty().unwrap();
+        }
+        // Reloaded, the index has no spare capacity: the first insert must grow it while
+        // 64 threads search through 2 slots.
+        let (idx, disk) = VectorIndex::open(dir.path(), DIM, 2).unwrap();
+        assert_eq!(disk.count, 2000);
+        let idx = std::sync::Arc::new(idx);
+        let extra = pseudo_random_units(3000, DIM, 2);
+        let queries = pseudo_random_units(64, DIM, 3);
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let searchers: Vec<_> = queries
+            .into_iter()
+            .map(|q| {
+                let (idx, stop) = (idx.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let mut n = 0;
+                    while !stop.load(Ordering::Acquire) || n == 0 {
+                        let hits = idx.search(&q, 10).expect("search under load");
+                        assert_eq!(hits.len(), 10);
+                        n += 1;
+                    }
+                    n
+                })
+            })
+            .collect();
+        let saver = {
+            let (idx, stop) = (idx.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Acquire) {
+                    idx.save_if_dirty().expect("save under load");
+                }
+            })
+        };
+        for (round, batch) in extra.chunks(100).enumerate() {
+            let first = 10_000 + round as u64 * 100;
+            let items: Vec<(u64, &[f32])> = batch
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (first + i as u64, v.as_slice()))
+                .collect();
+            // Each round also deletes ten of the original vectors.
+            let remove: Vec<u64> = (0..10).map(|i| round as u64 * 10 + i).collect();
+            idx.apply(&remove, &items, 2 + round as u64).unwrap();
+        }
+        stop.store(true, Ordering::Release);
+        let searches: usize = searchers.into_iter().map(|t| t.join().unwrap()).sum();
+        saver.join().unwrap();
+        assert!(searches >= 64);
+        assert_eq!(idx.len(), 2000 + 3000 - 300);
+        assert!(idx.save_if_dirty().is_ok());
+        let (reloaded, disk) = VectorIndex::open(dir.path(), DIM, 2).unwrap();
+        assert_eq!(disk.count, 4700);
+        assert_eq!(reloaded.search(&extra[2999], 1).unwrap()[0].key, 12_999);
     }
 
     #[test]
     fn apply_replaces_and_removes() {
         let dir = tempfile::tempdir().unwrap();
-        let (idx, _) = VectorIndex::open(dir.path(), 2).unwrap();
+        let (idx, _) = VectorIndex::open(dir.path(), 2, 2).unwrap();
         idx.apply(&[], &[(5, &[1.0, 0.0]), (6, &[0.0, 1.0])], 1)
             .unwrap();
         idx.apply(&[6], &[(5, &[0.0, 1.0])], 2).unwrap();

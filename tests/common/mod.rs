@@ -195,6 +195,34 @@ impl TestServer {
     }
 }
 
+/// Sends one `/api/v1/search` per query, all at once; returns each status and body in
+/// query order (a request without an answer panics).
+pub async fn search_at_once(
+    client: &reqwest::Client,
+    base: &str,
+    queries: &[String],
+    top_k: u64,
+) -> Vec<(u16, Value)> {
+    let sent = queries.iter().map(|q| {
+        let req = client
+            .post(format!("{base}/api/v1/search"))
+            .json(&serde_json::json!({"query": q, "top_k": top_k}));
+        async move {
+            let r = req.send().await.expect("search answered");
+            let status = r.status().as_u16();
+            (status, r.json().await.unwrap_or(Value::Null))
+        }
+    });
+    futures::future::join_all(sent).await
+}
+
+impl TestServer {
+    /// [`search_at_once`] against this server.
+    pub async fn search_at_once(&self, queries: &[String], top_k: u64) -> Vec<(u16, Value)> {
+        search_at_once(&self.client, &self.base, queries, top_k).await
+    }
+}
+
 impl Drop for TestServer {
     fn drop(&mut self) {
         if let Some(tx) = self.stop.take() {

@@ -96,6 +96,12 @@ async fn chat_with_tools(
 fn from_api(e: ApiError) -> AssistantError {
     let body = e.body();
     match body.status_code {
+        429 => AssistantError::Overloaded {
+            detail: body.detail,
+            retry_after: e
+                .retry_after
+                .unwrap_or(crate::error::OVERLOAD_RETRY_AFTER_SECS),
+        },
         503 => AssistantError::Unavailable(body.detail),
         500.. => AssistantError::Internal(anyhow::anyhow!(body.detail)),
         _ => AssistantError::BadRequest(body.detail),

@@ -78,7 +78,7 @@ impl AssistantError {
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::Conflict(_) => StatusCode::CONFLICT,
-            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::RateLimited { .. } | Self::Overloaded { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -93,6 +93,7 @@ impl AssistantError {
             Self::NotFound(_) => "DoesNotExistError",
             Self::Conflict(_) => "ConflictError",
             Self::RateLimited { .. } => "RateLimitExceededError",
+            Self::Overloaded { .. } => "ServerBusyError",
             Self::Unavailable(_) => "ServiceUnavailableError",
             Self::Internal(_) => "InternalServerError",
         }
@@ -111,7 +112,7 @@ impl IntoResponse for AssistantError {
             other => other.to_string(),
         };
         let mut resp = error_response(status, kind, &detail);
-        if let Self::RateLimited { retry_after } = self {
+        if let Self::RateLimited { retry_after } | Self::Overloaded { retry_after, .. } = self {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(retry_after.max(1)));
         }
@@ -158,5 +159,14 @@ mod tests {
         let r = AssistantError::RateLimited { retry_after: 12 }.into_response();
         assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(r.headers()[header::RETRY_AFTER], "12");
+    }
+
+    #[test]
+    fn server_overload_is_429_with_retry_after() {
+        let e = AssistantError::from(crate::error::Error::Overloaded("queue full".into()));
+        assert_eq!(e.kind(), "ServerBusyError");
+        let r = e.into_response();
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(r.headers()[header::RETRY_AFTER], "1");
     }
 }

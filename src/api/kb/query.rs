@@ -63,7 +63,8 @@ pub struct QueryRequest {
 /// LLM when one is installed, else extractive; `answer_mode` says which). With
 /// `stream: true` the answer arrives as server-sent events.
 #[utoipa::path(post, path = "/api/v1/query", tag = "query", request_body = QueryRequest,
-    responses((status = 200, body = QueryResponse), (status = 400, body = ErrorBody)))]
+    responses((status = 200, body = QueryResponse), (status = 400, body = ErrorBody),
+        (status = 429, description = "Overloaded; retry after `Retry-After` seconds", body = ErrorBody)))]
 pub async fn query(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<QueryRequest>,

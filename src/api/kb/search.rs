@@ -34,7 +34,8 @@ pub struct SearchRequest {
 
 /// Semantic search over stored chunks; scores are cosine similarities (higher is better).
 #[utoipa::path(post, path = "/api/v1/search", tag = "search", request_body = SearchRequest,
-    responses((status = 200, body = SearchResponse), (status = 400, body = ErrorBody)))]
+    responses((status = 200, body = SearchResponse), (status = 400, body = ErrorBody),
+        (status = 429, description = "Overloaded; retry after `Retry-After` seconds", body = ErrorBody)))]
 pub async fn search(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<SearchRequest>,
