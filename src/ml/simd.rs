@@ -30,6 +30,8 @@ pub trait F16x: Copy {
     unsafe fn sub(self, o: Self) -> Self;
     /// Lane-wise product.
     unsafe fn mul(self, o: Self) -> Self;
+    /// Lane-wise quotient.
+    unsafe fn div(self, o: Self) -> Self;
     /// `self * a + b`.
     unsafe fn fma(self, a: Self, b: Self) -> Self;
     /// Lane-wise maximum.
@@ -127,6 +129,9 @@ impl F16x for Scalar16 {
     unsafe fn mul(self, o: Self) -> Self {
         self.zip(o, |a, b| a * b)
     }
+    unsafe fn div(self, o: Self) -> Self {
+        self.zip(o, |a, b| a / b)
+    }
     unsafe fn fma(self, a: Self, b: Self) -> Self {
         let mut r = self.0;
         for ((x, a), b) in r.iter_mut().zip(a.0).zip(b.0) {
@@ -212,6 +217,11 @@ mod x86 {
         #[target_feature(enable = "avx2,fma,f16c")]
         unsafe fn mul(self, o: Self) -> Self {
             Self(_mm256_mul_ps(self.0, o.0), _mm256_mul_ps(self.1, o.1))
+        }
+        #[inline]
+        #[target_feature(enable = "avx2,fma,f16c")]
+        unsafe fn div(self, o: Self) -> Self {
+            Self(_mm256_div_ps(self.0, o.0), _mm256_div_ps(self.1, o.1))
         }
         #[inline]
         #[target_feature(enable = "avx2,fma,f16c")]
@@ -324,6 +334,11 @@ mod x86 {
         #[target_feature(enable = "avx512f,avx2,fma,f16c")]
         unsafe fn mul(self, o: Self) -> Self {
             Self(_mm512_mul_ps(self.0, o.0))
+        }
+        #[inline]
+        #[target_feature(enable = "avx512f,avx2,fma,f16c")]
+        unsafe fn div(self, o: Self) -> Self {
+            Self(_mm512_div_ps(self.0, o.0))
         }
         #[inline]
         #[target_feature(enable = "avx512f,avx2,fma,f16c")]

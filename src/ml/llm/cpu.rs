@@ -262,7 +262,7 @@ impl CpuModel {
         rows(&self.pool, n, &|t| {
             // SAFETY: token `t`'s rows are this call's alone.
             let (xt, xnt) = unsafe { (row(x, t, h), row(xn, t, h)) };
-            ops::rms_norm(xt, &layer.attn_norm, eps, xnt);
+            ops::rms_norm(tier, xt, &layer.attn_norm, eps, xnt);
             quantize_row(&writers, tier, t, xnt);
         });
         let qkv_rows = self.cfg.qkv_rows();
@@ -305,7 +305,7 @@ impl CpuModel {
             for (a, v) in xt.iter_mut().zip(tt.iter()) {
                 *a += v;
             }
-            ops::rms_norm(xt, &layer.ffn_norm, eps, xnt);
+            ops::rms_norm(tier, xt, &layer.ffn_norm, eps, xnt);
             quantize_row(&writers, tier, t, xnt);
         });
         let gu = Out(b.gu.as_mut_ptr());
@@ -324,7 +324,7 @@ impl CpuModel {
         rows(&self.pool, n, &|t| {
             // SAFETY: token `t`'s rows are this call's alone.
             let (g, ht) = unsafe { (row(gu, t, 2 * f), row(hb, t, f)) };
-            ops::silu_mul(&g[..f], &g[f..], ht);
+            ops::silu_mul(tier, &g[..f], &g[f..], ht);
             quantize_row(&writers, tier, t, ht);
         });
         products(
@@ -364,7 +364,7 @@ impl CpuModel {
         rows(&self.pool, m, &|i| {
             // SAFETY: row `i` of `xn` and row `first + i` of `x` are this call's alone.
             let (xt, xnt) = unsafe { (row(x, first + i, h), row(xn, i, h)) };
-            ops::rms_norm(xt, norm, eps, xnt);
+            ops::rms_norm(tier, xt, norm, eps, xnt);
             quantize_row(&writers, tier, i, xnt);
         });
         let mut logits = vec![0f32; m * self.vocab];

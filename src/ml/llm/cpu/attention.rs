@@ -205,6 +205,87 @@ unsafe fn load_kv<V: F16x, const F32: bool>(base: *const u8, i: usize) -> V {
     }
 }
 
+/// What the row kernels of one item need.
+struct Ctx {
+    q: *const f32,
+    ldq: usize,
+    hd: usize,
+    group: usize,
+    t0: usize,
+    kv_head: usize,
+    scale: f32,
+    kt: *const f32,
+    vb: *const f32,
+    state: *mut f32,
+}
+
+impl Ctx {
+    /// Query row `r` of the item (token `t0 + r / group`, head `r % group` of the group).
+    unsafe fn query(&self, r: usize) -> *const f32 {
+        let (t, g) = (self.t0 + r / self.group, r % self.group);
+        self.q
+            .add(t * self.ldq + (self.kv_head * self.group + g) * self.hd)
+    }
+
+    /// Row `r`'s running state: `m`, `l`, then the accumulators.
+    unsafe fn state(&self, r: usize) -> *mut f32 {
+        self.state.add(r * (self.hd + 2))
+    }
+}
+
+/// One key block for `R` query rows that see keys `lo..hi` of it (all 16 for rows past
+/// the block): scores, the online softmax update, and the values.
+#[inline(always)]
+unsafe fn rows<V: F16x, const R: usize>(c: &Ctx, r0: usize, lo: usize, hi: usize) {
+    let mut sc = [V::splat(0.0); R];
+    let qs: [*const f32; R] = std::array::from_fn(|i| c.query(r0 + i));
+    for d in 0..c.hd {
+        let kd = V::load(c.kt.add(d * KBLOCK));
+        for i in 0..R {
+            sc[i] = V::splat(*qs[i].add(d)).fma(kd, sc[i]);
+        }
+    }
+    let mut p = [[0f32; KBLOCK]; R];
+    let mut corr = [0f32; R];
+    for i in 0..R {
+        let mut scores = [0f32; KBLOCK];
+        sc[i].mul(V::splat(c.scale)).store(scores.as_mut_ptr());
+        if lo > 0 || hi < KBLOCK {
+            for (j, s) in scores.iter_mut().enumerate() {
+                if j < lo || j >= hi {
+                    *s = f32::NEG_INFINITY;
+                }
+            }
+        }
+        let v = V::load(scores.as_ptr());
+        let st = c.state(r0 + i);
+        let m_old = *st;
+        let m_new = m_old.max(v.hmax());
+        let pv = v.sub(V::splat(m_new)).exp();
+        pv.store(p[i].as_mut_ptr());
+        corr[i] = if m_old == f32::NEG_INFINITY {
+            0.0
+        } else {
+            crate::ml::simd::exp(m_old - m_new)
+        };
+        *st = m_new;
+        *st.add(1) = (*st.add(1)).mul_add(corr[i], pv.sum());
+    }
+    for d in (0..c.hd).step_by(16) {
+        let mut a: [V; R] =
+            std::array::from_fn(|i| V::load(c.state(r0 + i).add(2 + d)).mul(V::splat(corr[i])));
+        for j in lo..hi {
+            let vj = V::load(c.vb.add(j * c.hd + d));
+            for i in 0..R {
+                a[i] = V::splat(p[i][j]).fma(vj, a[i]);
+            }
+        }
+        for i in 0..R {
+            a[i].store(c.state(r0 + i).add(2 + d));
+        }
+    }
+}
+
 #[inline(always)]
 unsafe fn item_generic<V: F16x, const F32: bool>(
     s: &Shape,
@@ -216,14 +297,22 @@ unsafe fn item_generic<V: F16x, const F32: bool>(
 ) {
     let hd = s.head_dim;
     let group = s.heads / s.kv_heads;
-    let rows = (item.t1 - item.t0) * group;
-    let scale = 1.0 / (hd as f32).sqrt();
-    scratch.state.reset(rows);
-    let w = hd + 2;
+    let nrows = (item.t1 - item.t0) * group;
+    scratch.state.reset(nrows);
+    let c = Ctx {
+        q,
+        ldq: s.ldq,
+        hd,
+        group,
+        t0: item.t0,
+        kv_head: item.kv_head,
+        scale: 1.0 / (hd as f32).sqrt(),
+        kt: scratch.kt.as_ptr(),
+        vb: scratch.vb.as_ptr(),
+        state: scratch.state.data.as_mut_ptr(),
+    };
     let (kt, vb) = (scratch.kt.as_mut_ptr(), scratch.vb.as_mut_ptr());
-    let state = scratch.state.data.as_mut_ptr();
     let (kp, vp) = (k.as_ptr(), v.as_ptr());
-    let mut p = [0f32; KBLOCK];
     let mut b = item.k0 / KBLOCK;
     while b * KBLOCK < item.k1 {
         let base = b * KBLOCK;
@@ -239,48 +328,26 @@ unsafe fn item_generic<V: F16x, const F32: bool>(
                     .store(vb.add(j * hd + d));
             }
         }
-        for t in item.t0..item.t1 {
-            // Keys this token sees: up to its own position, within the item's range.
-            let limit = (s.pos + t + 1).min(item.k1);
-            if limit <= base {
-                continue;
+        // Keys `item.k0.max(base)..limit` of the block are seen by a token whose limit
+        // (its own position + 1, within the item) is `limit`.
+        let lo = item.k0.max(base) - base;
+        let seen = |t: usize| ((s.pos + t + 1).min(item.k1).saturating_sub(base)).min(KBLOCK);
+        if lo == 0 && seen(item.t0) == KBLOCK {
+            // Every row sees the whole block: four rows at a time share its loads.
+            let mut r = 0;
+            while r + 4 <= nrows {
+                rows::<V, 4>(&c, r, 0, KBLOCK);
+                r += 4;
             }
-            let lo = item.k0.max(base) - base;
-            let hi = (limit - base).min(KBLOCK);
-            for g in 0..group {
-                let head = item.kv_head * group + g;
-                let qrow = q.add(t * s.ldq + head * hd);
-                let mut sc = V::splat(0.0);
-                for d in 0..hd {
-                    sc = V::splat(*qrow.add(d)).fma(V::load(kt.add(d * KBLOCK)), sc);
-                }
-                let mut scores = [0f32; KBLOCK];
-                sc.mul(V::splat(scale)).store(scores.as_mut_ptr());
-                for (j, s) in scores.iter_mut().enumerate() {
-                    if j < lo || j >= hi {
-                        *s = f32::NEG_INFINITY;
-                    }
-                }
-                let sc = V::load(scores.as_ptr());
-                let st = state.add(((t - item.t0) * group + g) * w);
-                let m_old = *st;
-                let m_new = m_old.max(sc.hmax());
-                let pv = sc.sub(V::splat(m_new)).exp();
-                pv.store(p.as_mut_ptr());
-                let corr = if m_old == f32::NEG_INFINITY {
-                    0.0
-                } else {
-                    crate::ml::simd::exp(m_old - m_new)
-                };
-                *st = m_new;
-                *st.add(1) = *st.add(1) * corr + pv.sum();
-                let acc = st.add(2);
-                for d in (0..hd).step_by(16) {
-                    let mut a = V::load(acc.add(d)).mul(V::splat(corr));
-                    for (j, &pj) in p.iter().enumerate().take(hi).skip(lo) {
-                        a = V::splat(pj).fma(V::load(vb.add(j * hd + d)), a);
-                    }
-                    a.store(acc.add(d));
+            while r < nrows {
+                rows::<V, 1>(&c, r, 0, KBLOCK);
+                r += 1;
+            }
+        } else {
+            for r in 0..nrows {
+                let hi = seen(item.t0 + r / group);
+                if hi > lo {
+                    rows::<V, 1>(&c, r, lo, hi);
                 }
             }
         }

@@ -1,22 +1,107 @@
 //! The row operations between the matrix products: RMSNorm, rotary embeddings, the gated
-//! feed-forward activation. Written as candle computes them (same formulas and order), so
-//! the two engines agree closely.
+//! feed-forward activation. Written as candle computes them (same formulas), vectorised
+//! over 16 lanes with the same operations on every kernel tier, so tiers agree bit for
+//! bit.
 
 use super::config::{Config, RopeStyle};
+use crate::ml::quant::Tier;
+use crate::ml::simd::{exp, F16x, Scalar16};
 
 /// `out = x / sqrt(mean(x²) + eps) · w`.
-pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
-    let sum2: f32 = x.iter().map(|v| v * v).sum();
-    let m = (sum2 / x.len() as f32 + eps).sqrt();
-    for ((o, v), w) in out.iter_mut().zip(x).zip(w) {
-        *o = v / m * w;
+pub fn rms_norm(tier: Tier, x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    assert!(w.len() == x.len() && out.len() == x.len());
+    match tier {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the tier was checked against the CPU at load; lengths are checked above.
+        Tier::Avx512 => unsafe { rms_norm_avx512(x, w, eps, out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        Tier::Avx2 => unsafe { rms_norm_avx2(x, w, eps, out) },
+        // SAFETY: lengths are checked above.
+        _ => unsafe { rms_norm_lanes::<Scalar16>(x, w, eps, out) },
     }
 }
 
-/// `out = silu(gate) · up`.
-pub fn silu_mul(gate: &[f32], up: &[f32], out: &mut [f32]) {
-    for ((o, g), u) in out.iter_mut().zip(gate).zip(up) {
-        *o = g / (1.0 + (-g).exp()) * u;
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx2,fma,f16c")]
+unsafe fn rms_norm_avx512(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    rms_norm_lanes::<crate::ml::simd::Avx512x16>(x, w, eps, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn rms_norm_avx2(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    rms_norm_lanes::<crate::ml::simd::Avx2x16>(x, w, eps, out)
+}
+
+#[inline(always)]
+unsafe fn rms_norm_lanes<V: F16x>(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    let n = x.len();
+    let body = n / 16 * 16;
+    let mut acc = V::splat(0.0);
+    for i in (0..body).step_by(16) {
+        let v = V::load(x.as_ptr().add(i));
+        acc = v.fma(v, acc);
+    }
+    let mut sum2 = acc.sum();
+    for v in &x[body..] {
+        sum2 = v.mul_add(*v, sum2);
+    }
+    let m = V::splat((sum2 / n as f32 + eps).sqrt());
+    for i in (0..body).step_by(16) {
+        let v = V::load(x.as_ptr().add(i))
+            .div(m)
+            .mul(V::load(w.as_ptr().add(i)));
+        v.store(out.as_mut_ptr().add(i));
+    }
+    let m = (sum2 / n as f32 + eps).sqrt();
+    for i in body..n {
+        out[i] = x[i] / m * w[i];
+    }
+}
+
+/// `out = silu(gate) · up`, `silu(g) = g / (1 + e^-g)`.
+pub fn silu_mul(tier: Tier, gate: &[f32], up: &[f32], out: &mut [f32]) {
+    assert!(up.len() == gate.len() && out.len() == gate.len());
+    match tier {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the tier was checked against the CPU at load; lengths are checked above.
+        Tier::Avx512 => unsafe { silu_mul_avx512(gate, up, out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        Tier::Avx2 => unsafe { silu_mul_avx2(gate, up, out) },
+        // SAFETY: lengths are checked above.
+        _ => unsafe { silu_mul_lanes::<Scalar16>(gate, up, out) },
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx2,fma,f16c")]
+unsafe fn silu_mul_avx512(gate: &[f32], up: &[f32], out: &mut [f32]) {
+    silu_mul_lanes::<crate::ml::simd::Avx512x16>(gate, up, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn silu_mul_avx2(gate: &[f32], up: &[f32], out: &mut [f32]) {
+    silu_mul_lanes::<crate::ml::simd::Avx2x16>(gate, up, out)
+}
+
+#[inline(always)]
+unsafe fn silu_mul_lanes<V: F16x>(gate: &[f32], up: &[f32], out: &mut [f32]) {
+    let n = gate.len();
+    let body = n / 16 * 16;
+    let one = V::splat(1.0);
+    let zero = V::splat(0.0);
+    for i in (0..body).step_by(16) {
+        let g = V::load(gate.as_ptr().add(i));
+        let silu = g.div(one.add(zero.sub(g).exp()));
+        silu.mul(V::load(up.as_ptr().add(i)))
+            .store(out.as_mut_ptr().add(i));
+    }
+    for i in body..n {
+        let g = gate[i];
+        out[i] = g / (1.0 + exp(0.0 - g)) * up[i];
     }
 }
 
