@@ -5,6 +5,9 @@
 //! so no score matrix is kept. When there are too few items to keep every thread busy
 //! (decode, short suffixes) key ranges are split and the partial results combined.
 
+// Row loops index several register arrays at once (the row batch is unrolled by `R`).
+#![allow(clippy::needless_range_loop)]
+
 use super::kv::{k_index, v_index, KvType, KBLOCK};
 use crate::ml::quant::Tier;
 use crate::ml::simd::{F16x, Scalar16};
