@@ -26,8 +26,15 @@ pub struct Config {
     pub collection_name: String,
     /// Largest accepted upload, in bytes (`RAGD_MAX_UPLOAD_BYTES`); above it: 413.
     pub max_upload_bytes: u64,
-    /// Most texts the embedder runs in one forward pass.
+    /// Most texts the embedder runs in one forward pass (`RAGD_EMBED_BATCH_SIZE`).
     pub embed_batch_size: usize,
+    /// Most tokens in one forward pass of the embedder (`RAGD_EMBED_BATCH_TOKENS`): the
+    /// chunks of many sources are packed into passes up to this budget.
+    pub embed_batch_tokens: usize,
+    /// Arithmetic of the embedder's and reranker's CPU forward pass
+    /// (`RAGD_EMBED_PRECISION`): `auto` (the fastest this CPU offers within the accuracy
+    /// bounds) or `f32` (the exact reference path).
+    pub embed_precision: crate::ml::Precision,
     /// Most embedding requests waiting at once; beyond it requests fail fast (503).
     pub embed_queue_capacity: usize,
     /// `text` or `json` log lines (`RAGD_LOG_FORMAT`).
@@ -119,6 +126,8 @@ impl Default for Config {
             collection_name: "ragd".into(),
             max_upload_bytes: 100 * 1024 * 1024,
             embed_batch_size: 32,
+            embed_batch_tokens: 8192,
+            embed_precision: crate::ml::Precision::Auto,
             embed_queue_capacity: 1024,
             log_format: LogFormat::Text,
             pdfium_library: None,
@@ -161,6 +170,8 @@ pub struct Layer {
     pub collection_name: Option<String>,
     pub max_upload_bytes: Option<u64>,
     pub embed_batch_size: Option<usize>,
+    pub embed_batch_tokens: Option<usize>,
+    pub embed_precision: Option<crate::ml::Precision>,
     pub embed_queue_capacity: Option<usize>,
     pub log_format: Option<LogFormat>,
     pub pdfium_library: Option<PathBuf>,
@@ -248,6 +259,13 @@ impl Layer {
             collection_name: get("RAGD_COLLECTION_NAME"),
             max_upload_bytes: parse("RAGD_MAX_UPLOAD_BYTES")?,
             embed_batch_size: parse("RAGD_EMBED_BATCH_SIZE")?.map(|v| v as usize),
+            embed_batch_tokens: parse("RAGD_EMBED_BATCH_TOKENS")?.map(|v| v as usize),
+            embed_precision: get("RAGD_EMBED_PRECISION")
+                .map(|v| {
+                    v.parse()
+                        .map_err(|e| anyhow::anyhow!("RAGD_EMBED_PRECISION={e}"))
+                })
+                .transpose()?,
             embed_queue_capacity: parse("RAGD_EMBED_QUEUE_CAPACITY")?.map(|v| v as usize),
             log_format,
             pdfium_library: get("RAGD_PDFIUM_LIBRARY").map(PathBuf::from),
@@ -313,6 +331,8 @@ impl Config {
             collection_name,
             max_upload_bytes,
             embed_batch_size,
+            embed_batch_tokens,
+            embed_precision,
             embed_queue_capacity,
             log_format,
             ocr_languages,
@@ -354,6 +374,12 @@ impl Config {
             bail!(
                 "embed_batch_size must be 1-512, got {}",
                 self.embed_batch_size
+            );
+        }
+        if !(256..=65_536).contains(&self.embed_batch_tokens) {
+            bail!(
+                "embed_batch_tokens must be 256-65536, got {}",
+                self.embed_batch_tokens
             );
         }
         if self.embed_queue_capacity == 0 {
