@@ -3,7 +3,7 @@
 //! sentence-transformers, and the worst cosine to sentence-transformers' reference
 //! vectors (`../shared/reference/minilm-embeddings.json`). The last line is a JSON
 //! summary. Run through `scripts/bench_embedder.sh`.
-//! Usage: `embed_throughput [passages] [runs] [auto|f32|bf16]`.
+//! Usage: `embed_throughput [passages] [runs] [auto|f32|bf16] [batch]`.
 
 #[path = "../benches/common/mod.rs"]
 mod common;
@@ -83,7 +83,10 @@ fn main() {
         .nth(3)
         .map(|p| p.parse().expect("precision"))
         .unwrap_or_default();
-    let batch = 32;
+    let batch: usize = std::env::args()
+        .nth(4)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(32);
     let passages = common::peer_passages(n);
     let model = BertEmbedder::load_with(
         &common::embedder_dir(),

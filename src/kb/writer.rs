@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 use tokio::sync::oneshot;
@@ -25,6 +25,9 @@ use crate::store::{self, chunks as repo, NewChunk, SourceRow, Store};
 const MAX_GROUP_SOURCES: usize = 256;
 /// Most chunks in one group (a group is one SQLite transaction held in memory).
 const MAX_GROUP_CHUNKS: usize = 16_384;
+/// How long the writer waits for more sources once one has arrived: the sources of one
+/// embedding pass finish together and arrive within moments of each other.
+const LINGER: Duration = Duration::from_millis(2);
 
 /// One parsed and embedded source, ready to store.
 pub(super) struct SourceWrite {
@@ -109,7 +112,7 @@ fn run(rx: Receiver<Pending>, t: Targets) {
         let mut chunks = first.write.prepared.chunks.len();
         let mut group = vec![first];
         while group.len() < MAX_GROUP_SOURCES && chunks < MAX_GROUP_CHUNKS {
-            match rx.try_recv() {
+            match rx.recv_timeout(LINGER) {
                 Ok(p) => {
                     chunks += p.write.prepared.chunks.len();
                     group.push(p);
@@ -167,6 +170,7 @@ struct Done {
 /// source's outcome; an `Err` of the whole means nothing of the group was committed.
 fn write_group(t: &Targets, writes: &[SourceWrite]) -> Result<Vec<Result<Written>>> {
     let now = crate::time::now_iso();
+    let started = Instant::now();
     let (outcomes, generation) = t.store.write_sync(|tx| {
         let outcomes: Vec<Result<(Written, Option<Done>)>> = writes
             .iter()
@@ -216,7 +220,9 @@ fn write_group(t: &Targets, writes: &[SourceWrite]) -> Result<Vec<Result<Written
             .iter()
             .map(|(k, r)| (*k, r.embedding.as_slice()))
             .collect();
+        let sqlite_ms = started.elapsed().as_millis() as u64;
         t.vectors.apply(&removed, &vecs, generation)?;
+        let vectors_ms = started.elapsed().as_millis() as u64 - sqlite_ms;
         let texts: Vec<String> = upserts.iter().map(|(_, r)| searchable(&r.text)).collect();
         let docs: Vec<FtDoc<'_>> = upserts
             .iter()
@@ -228,6 +234,13 @@ fn write_group(t: &Targets, writes: &[SourceWrite]) -> Result<Vec<Result<Written
             })
             .collect();
         t.fulltext.apply(&removed, &docs, generation)?;
+        tracing::debug!(
+            sqlite_ms,
+            vectors_ms,
+            fulltext_ms = started.elapsed().as_millis() as u64 - sqlite_ms - vectors_ms,
+            chunks = upserts.len(),
+            "group written"
+        );
     }
     Ok(outcomes.into_iter().map(|o| o.map(|(w, _)| w)).collect())
 }

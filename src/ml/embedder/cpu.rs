@@ -342,21 +342,34 @@ impl CpuBert {
             hidden: h,
             count: self.heads,
         };
+        // The work pauses after each layer's attention and after each wave of blocks
+        // (one block per thread), so an urgent pass waits for one wave at most however
+        // large this batch is.
+        let wave = block * rayon::current_num_threads().max(1);
         for (i, layer) in w.layers.iter().enumerate() {
             attention::attend(simd, qkv, ctx, &spans, heads);
+            pause();
             // The rest of the layer is row-local, and so is the next layer's projection:
             // one pass over the blocks does both while the rows are in cache.
             let next = w.layers.get(i + 1);
-            hidden
-                .par_chunks_mut(block * h)
-                .zip(ctx.par_chunks(block * h))
-                .zip(qkv.par_chunks_mut(block * 3 * h))
-                .for_each(|((x, c), q)| {
-                    self.feed_forward(layer, x, c);
-                    if let Some(next) = next {
-                        self.project_qkv(next, x, q);
-                    }
-                });
+            let waves = hidden
+                .chunks_mut(wave * h)
+                .zip(ctx.chunks(wave * h))
+                .zip(qkv.chunks_mut(wave * 3 * h));
+            for (j, ((xs, cs), qs)) in waves.enumerate() {
+                if j > 0 {
+                    pause();
+                }
+                xs.par_chunks_mut(block * h)
+                    .zip(cs.par_chunks(block * h))
+                    .zip(qs.par_chunks_mut(block * 3 * h))
+                    .for_each(|((x, c), q)| {
+                        self.feed_forward(layer, x, c);
+                        if let Some(next) = next {
+                            self.project_qkv(next, x, q);
+                        }
+                    });
+            }
             if next.is_some() {
                 pause();
             }
