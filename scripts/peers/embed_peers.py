@@ -62,7 +62,18 @@ fp32_path = os.path.join(cache, "minilm-fp32.onnx")
 int8_path = os.path.join(cache, "minilm-int8-per-channel.onnx")
 tok = AutoTokenizer.from_pretrained(model_dir)
 if not os.path.exists(fp32_path):
-    hf = AutoModel.from_pretrained(model_dir).eval()
+    class Encoder(torch.nn.Module):
+        """The transformer with a fixed signature, as the export wants."""
+
+        def __init__(self):
+            super().__init__()
+            self.bert = AutoModel.from_pretrained(model_dir).eval()
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.bert(input_ids=input_ids, attention_mask=attention_mask,
+                             token_type_ids=token_type_ids).last_hidden_state
+
+    hf = Encoder().eval()
     sample = tok(["an example"], return_tensors="pt")
     names = ["input_ids", "attention_mask", "token_type_ids"]
     axes = {k: {0: "batch", 1: "seq"} for k in names}
