@@ -10,7 +10,7 @@ mod common;
 
 use std::time::Instant;
 
-use ragd::ml::reranker::{write_random_cross_encoder_shaped, CrossEncoder, CrossEncoderShape};
+use ragd::ml::reranker::CrossEncoder;
 use ragd::ml::Precision;
 
 const QUERY: &str = "how does the search engine rank documents for a user query";
@@ -22,17 +22,8 @@ fn main() {
         .unwrap_or(3)
         .max(1);
     let tmp = tempfile::tempdir().expect("temp dir");
-    let dir = tmp.path().join("ms-marco-MiniLM-L-6-v2-shape-random");
-    write_random_cross_encoder_shaped(
-        &dir,
-        &common::embedder_dir().join("tokenizer.json"),
-        CrossEncoderShape::MINILM_L6,
-    )
-    .expect("write the random cross-encoder (run scripts/setup.sh for the tokenizer)");
-    let passages: Vec<String> = common::peer_passages(100)
-        .iter()
-        .map(|p| p.split_whitespace().take(100).collect::<Vec<_>>().join(" "))
-        .collect();
+    let dir = common::random_minilm_cross_encoder(tmp.path());
+    let passages = common::passage_heads(100, 100);
     let models = [
         ("candle (padded, f32)", CrossEncoder::load_reference(&dir)),
         (

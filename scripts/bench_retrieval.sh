@@ -15,7 +15,7 @@ if [ ! -s "$SET" ]; then
   if ! ls "$LISTS"/*bookworm_main_i18n_Translation-en* >/dev/null 2>&1; then
     echo "[bench] fetching Debian's English package descriptions with apt" >&2
     apt-get update -qq -o Dir::State::Lists="$LISTS" -o Acquire::Languages=en \
-      -o APT::Get::List-Cleanup=0 >&2
+      -o APT::Get::List-Cleanup=0 -o APT::Sandbox::User=root >&2
   fi
   src="$(ls "$LISTS"/*dists_bookworm_main_i18n_Translation-en* | head -n 1)"
   plain="$CACHE/Translation-en"

@@ -418,16 +418,8 @@ struct PrepareInput<'a> {
 /// Parses, chunks and tokenizes on a blocking thread: everything ingestion needs before
 /// embedding. Inputs whose hash is in `known` (already embedded) are not tokenized.
 fn prepare(input: PrepareInput<'_>, known: &HashSet<String>) -> Result<Prepared> {
-    let PrepareInput {
-        name,
-        format,
-        bytes,
-        opts,
-        counter,
-        window,
-        title_hint,
-    } = input;
-    let mut doc = parse::parse(format, bytes, opts)
+    let (name, counter) = (input.name, input.counter);
+    let mut doc = parse::parse(input.format, input.bytes, input.opts)
         .map_err(|e| Error::bad_request(format!("{name}: {e}")))?;
     // Stored text stays true to the source: only whitespace and hyphenation are repaired.
     parse::clean::clean_document(
@@ -437,7 +429,7 @@ fn prepare(input: PrepareInput<'_>, known: &HashSet<String>) -> Result<Prepared>
             normalize_arabic: false,
         },
     );
-    let chunks = chunk::for_retrieval(&doc, counter, window);
+    let chunks = chunk::for_retrieval(&doc, counter, input.window);
     if chunks.is_empty() {
         return Err(Error::bad_request(format!("{name}: no text to index")));
     }
@@ -471,7 +463,7 @@ fn prepare(input: PrepareInput<'_>, known: &HashSet<String>) -> Result<Prepared>
     let title = doc
         .title
         .clone()
-        .or(title_hint)
+        .or(input.title_hint)
         .unwrap_or_else(|| file_stem(name));
     Ok(Prepared {
         title,
