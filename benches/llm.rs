@@ -1,18 +1,17 @@
 //! LLM speed: prompt processing (`pp`, one forward pass over N prompt tokens) and decode
 //! (`tg`, one token per forward pass) in tokens per second, token ids in, on the GGUF named
-//! by `RAGD_BENCH_GGUF` (a tiny random model when unset), on the best device (the CPU
-//! unless built with `cuda` or `metal`). Threads: `RAGD_BENCH_THREADS`
-//! (default 2), a rayon pool of its own as the LLM worker uses. Sizes: `RAGD_BENCH_PP`
-//! (default 512) and `RAGD_BENCH_TG` (default 128). `scripts/bench_llm.sh` runs it on
-//! random-weight files shaped like Qwen2.5-0.5B.
+//! by `RAGD_BENCH_GGUF` (a tiny random model when unset), with ragd's CPU engine.
+//! Threads: `RAGD_BENCH_THREADS` (default 2). Sizes: `RAGD_BENCH_PP` (default 512) and
+//! `RAGD_BENCH_TG` (default 128). `examples/llm_speed` is one measured run of the same
+//! path for sizes where ten samples take too long; `scripts/bench_llm.sh` compares it with
+//! llama.cpp.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
-use ragd::ml::device;
 use ragd::ml::llm::tiny::write_tiny_gguf;
-use ragd::ml::llm::{Arch, LlmEngine};
+use ragd::ml::llm::{Arch, Backend, CpuOptions, LlmEngine};
 
 fn env_usize(key: &str, default: usize) -> usize {
     std::env::var(key)
@@ -34,11 +33,15 @@ fn bench(c: &mut Criterion) {
     let threads = env_usize("RAGD_BENCH_THREADS", 2);
     let pp = env_usize("RAGD_BENCH_PP", 512);
     let tg = env_usize("RAGD_BENCH_TG", 128);
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .expect("thread pool");
-    let mut engine = LlmEngine::load(&path, &device::best_device()).expect("load the GGUF");
+    let backend = Backend::Cpu {
+        options: CpuOptions {
+            threads: Some(threads),
+            tier: None,
+            ..CpuOptions::default()
+        },
+        prompt_cache_bytes: 0,
+    };
+    let mut engine = LlmEngine::load(&path, backend).expect("load the GGUF");
     let vocab = engine.tokenizer().vocab_size().max(1) as u64;
     // Any ids of the vocabulary will do: the cost does not depend on which.
     let ids: Vec<u32> = (0..(pp.max(tg) + 1) as u64)
@@ -58,21 +61,19 @@ fn bench(c: &mut Criterion) {
     group.warm_up_time(Duration::from_millis(1));
     group.throughput(Throughput::Elements(pp as u64));
     group.bench_function(format!("pp{pp}"), |b| {
-        b.iter(|| pool.install(|| engine.forward(&ids[..pp], 0).expect("forward")))
+        b.iter(|| engine.forward(&ids[..pp], 0).expect("forward"))
     });
     group.throughput(Throughput::Elements(tg as u64));
     group.bench_function(format!("tg{tg}"), |b| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
-                pool.install(|| {
-                    engine.forward(&ids[..1], 0).expect("first token");
-                    let started = Instant::now();
-                    for pos in 1..=tg {
-                        engine.forward(&ids[pos..pos + 1], pos).expect("decode");
-                    }
-                    total += started.elapsed();
-                });
+                engine.forward(&ids[..1], 0).expect("first token");
+                let started = Instant::now();
+                for pos in 1..=tg {
+                    engine.forward(&ids[pos..pos + 1], pos).expect("decode");
+                }
+                total += started.elapsed();
             }
             total
         })

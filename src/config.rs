@@ -72,6 +72,12 @@ pub struct Config {
     pub llm_max_tokens: usize,
     /// Sampling temperature when a request does not set one (`RAGD_LLM_TEMPERATURE`).
     pub llm_temperature: f64,
+    /// Megabytes of key/value state the LLM's prompt cache keeps
+    /// (`RAGD_LLM_PROMPT_CACHE_MB`); 0 turns it off.
+    pub llm_prompt_cache_mb: usize,
+    /// How the LLM's key/value cache stores values: `f16` (default, half the memory) or
+    /// `f32` (`RAGD_LLM_KV_CACHE`).
+    pub llm_kv_cache: crate::ml::llm::KvType,
     /// Secret of HS256 bearer tokens on the assistant API (`JWT_SECRET`); unset turns
     /// bearer tokens off.
     pub jwt_secret: Option<String>,
@@ -145,6 +151,8 @@ impl Default for Config {
             llm_threads: None,
             llm_max_tokens: 512,
             llm_temperature: 0.3,
+            llm_prompt_cache_mb: 192,
+            llm_kv_cache: crate::ml::llm::KvType::F16,
             jwt_secret: None,
             action_ttl_secs: 15 * 60,
             rate_limit_chat: 100,
@@ -189,6 +197,8 @@ pub struct Layer {
     pub llm_threads: Option<usize>,
     pub llm_max_tokens: Option<usize>,
     pub llm_temperature: Option<f64>,
+    pub llm_prompt_cache_mb: Option<usize>,
+    pub llm_kv_cache: Option<crate::ml::llm::KvType>,
     pub jwt_secret: Option<String>,
     pub action_ttl_secs: Option<u64>,
     pub rate_limit_chat: Option<u32>,
@@ -298,6 +308,13 @@ impl Layer {
                         .with_context(|| format!("RAGD_LLM_TEMPERATURE={v:?} is not a number"))
                 })
                 .transpose()?,
+            llm_prompt_cache_mb: parse("RAGD_LLM_PROMPT_CACHE_MB")?.map(|v| v as usize),
+            llm_kv_cache: get("RAGD_LLM_KV_CACHE")
+                .map(|v| {
+                    crate::ml::llm::KvType::parse(&v)
+                        .with_context(|| format!("RAGD_LLM_KV_CACHE={v:?} is not f16 or f32"))
+                })
+                .transpose()?,
             jwt_secret: get("JWT_SECRET").or_else(|| get("RAGD_JWT_SECRET")),
             action_ttl_secs: parse("RAGD_ACTION_TTL_SECS")?,
             rate_limit_chat: parse("RAGD_RATE_LIMIT_CHAT")?.map(|v| v as u32),
@@ -347,6 +364,8 @@ impl Config {
             llm_model,
             llm_max_tokens,
             llm_temperature,
+            llm_prompt_cache_mb,
+            llm_kv_cache,
             action_ttl_secs,
             rate_limit_chat,
             rate_limit_tools,

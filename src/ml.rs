@@ -5,8 +5,11 @@ pub mod device;
 pub mod embed_worker;
 pub mod embedder;
 pub mod llm;
+pub mod pool;
 pub mod pull;
+pub mod quant;
 pub mod reranker;
+pub mod simd;
 
 pub use embed_worker::{EmbedHandle, EmbedWorkerOptions};
 pub use embedder::{BertEmbedder, Precision, TokenCounter};

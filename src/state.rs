@@ -9,7 +9,9 @@ use crate::config::Config;
 use crate::jobs::Jobs;
 use crate::kb::fetch::FetchPolicy;
 use crate::kb::{indexes, KbParts, KnowledgeBase, LlmDefaults};
-use crate::ml::llm::{LlmEngine, LlmHandle, LlmWorkerOptions, SharedGenerator};
+use crate::ml::llm::{
+    Backend, CpuOptions, LlmEngine, LlmHandle, LlmWorkerOptions, SharedGenerator,
+};
 use crate::ml::reranker::{CrossEncoder, RerankHandle};
 use crate::ml::{device, BertEmbedder, EmbedHandle, EmbedWorkerOptions};
 use crate::parse::ParseOptions;
@@ -134,7 +136,16 @@ fn load_llm(cfg: &Config) -> anyhow::Result<Option<SharedGenerator>> {
         return Ok(None);
     };
     let started = std::time::Instant::now();
-    let engine = LlmEngine::load(&path, &device::best_device()).with_context(|| {
+    let backend = Backend::for_device(
+        device::best_device(),
+        CpuOptions {
+            threads: cfg.llm_threads,
+            tier: None,
+            kv: cfg.llm_kv_cache,
+        },
+        cfg.llm_prompt_cache_mb << 20,
+    );
+    let engine = LlmEngine::load(&path, backend).with_context(|| {
         format!(
             "loading the LLM from {} (set RAGD_LLM_MODEL or remove the file)",
             path.display()

@@ -7,11 +7,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ragd::ml::device;
 use ragd::ml::llm::tiny::write_tiny_gguf;
 use ragd::ml::llm::{
-    Arch, ChatMessage, DigitsOnly, FinishReason, GenerateRequest, GenerationParams, LlmEngine,
-    LlmEvent, LlmHandle, LlmWorkerOptions, Prompt, Role, TokenFilter, Vocabulary,
+    Arch, Backend, ChatMessage, CpuOptions, DigitsOnly, FinishReason, GenerateRequest,
+    GenerationParams, LlmEngine, LlmEvent, LlmHandle, LlmWorkerOptions, Prompt, Role, TokenFilter,
+    Vocabulary,
 };
 use ragd::ml::MlError;
 
@@ -23,8 +23,20 @@ fn tiny(dir: &Path, arch: Arch) -> PathBuf {
     path
 }
 
+/// ragd's CPU engine with one thread (tests run side by side).
+fn backend() -> Backend {
+    Backend::Cpu {
+        options: CpuOptions {
+            threads: Some(1),
+            tier: None,
+            ..CpuOptions::default()
+        },
+        prompt_cache_bytes: 64 << 20,
+    }
+}
+
 fn engine(dir: &Path, arch: Arch) -> LlmEngine {
-    LlmEngine::load(&tiny(dir, arch), &device::best_device()).unwrap()
+    LlmEngine::load(&tiny(dir, arch), backend()).unwrap()
 }
 
 fn handle(dir: &Path, arch: Arch, queue_capacity: usize) -> LlmHandle {
@@ -350,7 +362,7 @@ fn damaged_or_foreign_files_are_load_errors() {
         (&foreign, "gemma"),
         (&dir.path().join("missing.gguf"), "cannot open"),
     ] {
-        match LlmEngine::load(file, &device::best_device()) {
+        match LlmEngine::load(file, backend()) {
             Err(MlError::Load(msg)) => assert!(msg.contains(hint), "{msg}"),
             Err(e) => panic!("{}: expected a load error, got {e}", file.display()),
             Ok(_) => panic!("{} loaded", file.display()),

@@ -207,11 +207,11 @@ async fn parse_summarises_with_the_llm_within_the_limits() {
 fn the_context_budget_fits_passages_to_the_window() {
     use ragd::kb::answer::fit_prompt;
     use ragd::kb::SearchHit;
-    use ragd::ml::llm::{LlmEngine, LlmHandle, LlmWorkerOptions};
+    use ragd::ml::llm::{Backend, LlmEngine, LlmHandle, LlmWorkerOptions};
 
     let tmp = tempfile::tempdir().unwrap();
     let model = tiny(tmp.path(), Arch::Qwen2);
-    let engine = LlmEngine::load(&model, &candle_core::Device::Cpu).unwrap();
+    let engine = LlmEngine::load(&model, Backend::cpu()).unwrap();
     let llm = LlmHandle::spawn(engine, LlmWorkerOptions::default()).unwrap();
     let window = llm.info().context_length;
     let hits: Vec<SearchHit> = (0..60)

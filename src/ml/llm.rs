@@ -1,13 +1,16 @@
-//! The local LLM: a quantized GGUF (Llama, Qwen2 or Phi-3 family) run with candle on its
-//! own thread, with its tokenizer, its family's chat template, sampling, stop sequences and
-//! streaming of complete UTF-8 text.
+//! The local LLM: a quantized GGUF (Llama, Qwen2 or Phi-3 family) on its own thread, with
+//! its tokenizer, its family's chat template, sampling, stop sequences and streaming of
+//! complete UTF-8 text.
 //!
-//! Pieces, each in its own file: [`model`] loads the weights and reads the GGUF metadata,
-//! [`tokenizer`] encodes and decodes (from `tokenizer.json` or the GGUF's own vocabulary),
-//! [`template`] renders chats, [`sampler`] and [`filter`] choose the next token,
-//! [`detok`] and [`stop`] turn tokens into the text a client sees, [`engine`] runs one
-//! generation synchronously, [`worker`] puts the engine on a thread behind a bounded queue,
-//! and [`tiny`] writes small random-weight GGUF files for tests and benches.
+//! Pieces, each in its own file: [`model`] reads the GGUF metadata and opens the file,
+//! [`cpu`] is ragd's own CPU inference engine (candle's quantized models remain for GPU
+//! builds and as the reference the tests compare with), [`prompt_cache`] keeps the
+//! key/value state of recent sequences, [`tokenizer`] encodes and decodes (from
+//! `tokenizer.json` or the GGUF's own vocabulary), [`template`] renders chats, [`sampler`]
+//! and [`filter`] choose the next token, [`detok`] and [`stop`] turn tokens into the text a
+//! client sees, [`engine`] runs one generation synchronously, [`worker`] puts the engine on
+//! a thread behind a bounded queue, and [`tiny`] writes small random-weight GGUF files for
+//! tests and benches.
 //!
 //! Context budget: a request's prompt must leave room for at least one new token in the
 //! model's window, else the request fails with a clear error (callers fit retrieved
@@ -15,15 +18,17 @@
 //! first). `max_tokens` is then lowered to what the window still holds, and a generation
 //! that reaches it ends with [`FinishReason::Length`].
 //!
-//! CPU threads: each worker owns a rayon pool of [`LlmWorkerOptions::threads`] threads and
-//! runs every forward pass inside it, so the LLM never competes with the embedder for the
-//! global pool. `None` means the global rayon pool (`RAYON_NUM_THREADS`, else all cores).
+//! CPU threads: ragd's engine owns a pool of `llm_threads` threads (every core by
+//! default), so the LLM never competes with the embedder's rayon pool. With candle (GPU
+//! builds) the worker runs each forward pass in a rayon pool of its own.
 
+pub mod cpu;
 pub mod detok;
 pub mod engine;
 pub mod filter;
 pub mod generator;
 pub mod model;
+pub mod prompt_cache;
 pub mod sampler;
 pub mod stop;
 pub mod template;
@@ -32,7 +37,8 @@ pub mod tokenizer;
 pub mod tool_grammar;
 pub mod worker;
 
-pub use engine::{Completion, LlmEngine};
+pub use cpu::{CpuModel, CpuOptions, KvCache, KvType};
+pub use engine::{Backend, Completion, LlmEngine};
 pub use filter::{DigitsOnly, TokenFilter, Vocabulary};
 pub use generator::{collect, Finished, Generated, Generation, Generator, SharedGenerator};
 pub use model::{Arch, ModelInfo};

@@ -11,6 +11,7 @@ use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::{Device, Tensor};
 use candle_transformers::models::{quantized_llama, quantized_phi3, quantized_qwen2};
 
+use super::cpu::{CpuModel, CpuOptions};
 use super::MlError;
 
 /// The model families ragd runs.
@@ -129,7 +130,12 @@ impl GgufFile {
         }
     }
 
-    /// Reads the weights onto `device`.
+    /// Reads and repacks the weights for ragd's CPU engine.
+    pub(super) fn load_cpu(&mut self, options: CpuOptions) -> Result<CpuModel, MlError> {
+        CpuModel::load(self.arch, &self.content, &mut self.reader, options)
+    }
+
+    /// Reads the weights onto `device` for candle's models.
     pub(super) fn load_weights(self, device: &Device) -> Result<Weights, MlError> {
         let GgufFile {
             content,

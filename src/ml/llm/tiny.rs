@@ -1,7 +1,9 @@
 //! Writes tiny random-weight models in the real GGUF format, for tests and benches:
-//! 2 layers, hidden size 64, 4 heads (2 KV heads), Q8_0 matrices, a ~330-token vocabulary
-//! embedded in the file (SentencePiece-style for Llama and Phi-3, byte-level BPE for
-//! Qwen2) and the metadata keys candle's loaders read. Weights come from a fixed-seed
+//! 2 layers, 4 heads (2 KV heads), a ~330-token vocabulary embedded in the file
+//! (SentencePiece-style for Llama and Phi-3, byte-level BPE for Qwen2) and the metadata
+//! keys the loaders read. [`write_tiny_gguf`] writes hidden size 64 with Q8_0 matrices;
+//! [`write_tiny_gguf_typed`] writes hidden size 256 (a K-quant super-block) with every
+//! matrix of one chosen type and random norm weights. Weights come from a fixed-seed
 //! generator, so a file is the same every time. The text such a model writes is noise.
 
 use std::path::Path;
@@ -13,20 +15,94 @@ use candle_core::{Device, Tensor};
 use super::model::Arch;
 use super::tokenizer::byte_level::alphabet;
 use super::MlError;
+use crate::ml::quant::WeightType;
 
-const HIDDEN: usize = 64;
 const HEADS: usize = 4;
 const KV_HEADS: usize = 2;
-const FFN: usize = 128;
 const LAYERS: usize = 2;
+
+/// The shape and storage of a tiny model.
+#[derive(Debug, Clone, Copy)]
+struct Spec {
+    hidden: usize,
+    ffn: usize,
+    ty: GgmlDType,
+    random_norms: bool,
+    /// Scale of the query and key weights.
+    qk_scale: f32,
+}
 const CONTEXT: u32 = 4096;
 /// Words whose every prefix becomes a vocabulary piece, so that merges reach them.
 const WORDS: [&str; 10] = [
     "the", "hello", "world", "is", "it", "and", "data", "base", "of", "to",
 ];
 
-/// Writes a tiny `arch` model with its vocabulary to `path`.
+/// Writes a tiny `arch` model (hidden size 64, Q8_0) with its vocabulary to `path`.
 pub fn write_tiny_gguf(path: &Path, arch: Arch) -> Result<(), MlError> {
+    write(
+        path,
+        arch,
+        Spec {
+            hidden: 64,
+            ffn: 128,
+            ty: GgmlDType::Q8_0,
+            random_norms: false,
+            qk_scale: 1.0,
+        },
+    )
+}
+
+/// Writes a tiny `arch` model of hidden size 256 whose matrices (embeddings and output
+/// layer included) are all of type `ty`, with random norm weights.
+pub fn write_tiny_gguf_typed(path: &Path, arch: Arch, ty: WeightType) -> Result<(), MlError> {
+    write(
+        path,
+        arch,
+        Spec {
+            hidden: 256,
+            ffn: 512,
+            ty: ggml_type(ty),
+            random_norms: true,
+            qk_scale: QK_SCALE,
+        },
+    )
+}
+
+/// Writes a tiny `arch` model whose matrices are Q2_K, a type ragd's engine does not run
+/// (for load-error tests).
+pub fn write_tiny_gguf_unsupported(path: &Path, arch: Arch) -> Result<(), MlError> {
+    write(
+        path,
+        arch,
+        Spec {
+            hidden: 256,
+            ffn: 512,
+            ty: GgmlDType::Q2K,
+            random_norms: false,
+            qk_scale: 1.0,
+        },
+    )
+}
+
+/// candle's name for a weight type.
+pub fn ggml_type(ty: WeightType) -> GgmlDType {
+    match ty {
+        WeightType::F32 => GgmlDType::F32,
+        WeightType::F16 => GgmlDType::F16,
+        WeightType::BF16 => GgmlDType::BF16,
+        WeightType::Q8_0 => GgmlDType::Q8_0,
+        WeightType::Q4_0 => GgmlDType::Q4_0,
+        WeightType::Q4_1 => GgmlDType::Q4_1,
+        WeightType::Q5_0 => GgmlDType::Q5_0,
+        WeightType::Q5_1 => GgmlDType::Q5_1,
+        WeightType::Q4K => GgmlDType::Q4K,
+        WeightType::Q5K => GgmlDType::Q5K,
+        WeightType::Q6K => GgmlDType::Q6K,
+    }
+}
+
+fn write(path: &Path, arch: Arch, spec: Spec) -> Result<(), MlError> {
+    let (hidden, ffn) = (spec.hidden, spec.ffn);
     let vocab = match arch {
         Arch::Qwen2 => byte_level_vocab(),
         Arch::Llama | Arch::Phi3 => sentencepiece_vocab(arch),
@@ -34,71 +110,84 @@ pub fn write_tiny_gguf(path: &Path, arch: Arch) -> Result<(), MlError> {
     let mut rng = SplitMix(0x5EED ^ arch as u64);
     let mut tensors: Vec<(String, QTensor)> = Vec::new();
     let n_vocab = vocab.tokens.len();
-    let kv = KV_HEADS * HIDDEN / HEADS;
+    let kv = KV_HEADS * hidden / HEADS;
+    // `lead` first rows (queries and keys) are scaled by `spec.qk_scale`.
+    let add_scaled = |tensors: &mut Vec<(String, QTensor)>,
+                      name: &str,
+                      shape: (usize, usize),
+                      lead: usize,
+                      rng: &mut SplitMix|
+     -> Result<(), MlError> {
+        tensors.push((
+            name.to_owned(),
+            random(shape, spec.ty, (lead, spec.qk_scale), rng)?,
+        ));
+        Ok(())
+    };
     let add = |tensors: &mut Vec<(String, QTensor)>,
                name: &str,
                shape: (usize, usize),
                rng: &mut SplitMix|
-     -> Result<(), MlError> {
-        tensors.push((name.to_owned(), random(shape, rng)?));
-        Ok(())
-    };
+     -> Result<(), MlError> { add_scaled(tensors, name, shape, 0, rng) };
     add(
         &mut tensors,
         "token_embd.weight",
-        (n_vocab, HIDDEN),
+        (n_vocab, hidden),
         &mut rng,
     )?;
     if arch != Arch::Qwen2 {
         // Qwen2 ties its output layer to the embeddings; the others have their own.
-        add(&mut tensors, "output.weight", (n_vocab, HIDDEN), &mut rng)?;
+        add(&mut tensors, "output.weight", (n_vocab, hidden), &mut rng)?;
     }
     for l in 0..LAYERS {
         let p = format!("blk.{l}");
         match arch {
             Arch::Phi3 => {
-                add(
+                add_scaled(
                     &mut tensors,
                     &format!("{p}.attn_qkv.weight"),
-                    (HIDDEN + 2 * kv, HIDDEN),
+                    (hidden + 2 * kv, hidden),
+                    hidden + kv,
                     &mut rng,
                 )?;
                 add(
                     &mut tensors,
                     &format!("{p}.ffn_up.weight"),
-                    (2 * FFN, HIDDEN),
+                    (2 * ffn, hidden),
                     &mut rng,
                 )?;
             }
             Arch::Llama | Arch::Qwen2 => {
-                add(
+                add_scaled(
                     &mut tensors,
                     &format!("{p}.attn_q.weight"),
-                    (HIDDEN, HIDDEN),
+                    (hidden, hidden),
+                    hidden,
                     &mut rng,
                 )?;
-                add(
+                add_scaled(
                     &mut tensors,
                     &format!("{p}.attn_k.weight"),
-                    (kv, HIDDEN),
+                    (kv, hidden),
+                    kv,
                     &mut rng,
                 )?;
                 add(
                     &mut tensors,
                     &format!("{p}.attn_v.weight"),
-                    (kv, HIDDEN),
+                    (kv, hidden),
                     &mut rng,
                 )?;
                 add(
                     &mut tensors,
                     &format!("{p}.ffn_gate.weight"),
-                    (FFN, HIDDEN),
+                    (ffn, hidden),
                     &mut rng,
                 )?;
                 add(
                     &mut tensors,
                     &format!("{p}.ffn_up.weight"),
-                    (FFN, HIDDEN),
+                    (ffn, hidden),
                     &mut rng,
                 )?;
             }
@@ -106,24 +195,40 @@ pub fn write_tiny_gguf(path: &Path, arch: Arch) -> Result<(), MlError> {
         add(
             &mut tensors,
             &format!("{p}.attn_output.weight"),
-            (HIDDEN, HIDDEN),
+            (hidden, hidden),
             &mut rng,
         )?;
         add(
             &mut tensors,
             &format!("{p}.ffn_down.weight"),
-            (HIDDEN, FFN),
+            (hidden, ffn),
             &mut rng,
         )?;
-        tensors.push((format!("{p}.attn_norm.weight"), ones(HIDDEN)?));
-        tensors.push((format!("{p}.ffn_norm.weight"), ones(HIDDEN)?));
+        tensors.push((
+            format!("{p}.attn_norm.weight"),
+            norm(hidden, spec, BLOCK_NORM, &mut rng)?,
+        ));
+        tensors.push((
+            format!("{p}.ffn_norm.weight"),
+            norm(hidden, spec, BLOCK_NORM, &mut rng)?,
+        ));
         if arch == Arch::Qwen2 {
-            tensors.push((format!("{p}.attn_q.bias"), zeros(HIDDEN)?));
-            tensors.push((format!("{p}.attn_k.bias"), zeros(kv)?));
-            tensors.push((format!("{p}.attn_v.bias"), zeros(kv)?));
+            let bias = |n: usize, rng: &mut SplitMix| {
+                if spec.random_norms {
+                    vector((0..n).map(|_| rng.next_f32() * 0.2 - 0.1).collect())
+                } else {
+                    vector(vec![0.0; n])
+                }
+            };
+            tensors.push((format!("{p}.attn_q.bias"), bias(hidden, &mut rng)?));
+            tensors.push((format!("{p}.attn_k.bias"), bias(kv, &mut rng)?));
+            tensors.push((format!("{p}.attn_v.bias"), bias(kv, &mut rng)?));
         }
     }
-    tensors.push(("output_norm.weight".to_owned(), ones(HIDDEN)?));
+    tensors.push((
+        "output_norm.weight".to_owned(),
+        norm(hidden, spec, (0.5, 1.0), &mut rng)?,
+    ));
 
     let a = arch.as_str();
     let u = |v: usize| Value::U32(v as u32);
@@ -131,12 +236,12 @@ pub fn write_tiny_gguf(path: &Path, arch: Arch) -> Result<(), MlError> {
         ("general.architecture".into(), Value::String(a.into())),
         ("general.name".into(), Value::String(format!("tiny-{a}"))),
         (format!("{a}.context_length"), Value::U32(CONTEXT)),
-        (format!("{a}.embedding_length"), u(HIDDEN)),
+        (format!("{a}.embedding_length"), u(hidden)),
         (format!("{a}.block_count"), u(LAYERS)),
-        (format!("{a}.feed_forward_length"), u(FFN)),
+        (format!("{a}.feed_forward_length"), u(ffn)),
         (format!("{a}.attention.head_count"), u(HEADS)),
         (format!("{a}.attention.head_count_kv"), u(KV_HEADS)),
-        (format!("{a}.rope.dimension_count"), u(HIDDEN / HEADS)),
+        (format!("{a}.rope.dimension_count"), u(hidden / HEADS)),
         (format!("{a}.rope.freq_base"), Value::F32(10_000.0)),
         (
             format!("{a}.attention.layer_norm_rms_epsilon"),
@@ -284,25 +389,54 @@ impl SplitMix {
     }
 }
 
-/// A Q8_0 matrix of uniform values in [-0.25, 0.25).
-fn random(shape: (usize, usize), rng: &mut SplitMix) -> Result<QTensor, MlError> {
+/// A matrix of uniform values in [-0.25, 0.25) (scaled by 1/√2 per doubling of the width
+/// past 64, so activations stay in range; the first `lead.0` rows further by `lead.1`),
+/// stored as `ty`.
+fn random(
+    shape: (usize, usize),
+    ty: GgmlDType,
+    lead: (usize, f32),
+    rng: &mut SplitMix,
+) -> Result<QTensor, MlError> {
+    let scale = (64.0 / shape.1 as f32).sqrt().min(1.0);
     let data: Vec<f32> = (0..shape.0 * shape.1)
-        .map(|_| rng.next_f32() * 0.5 - 0.25)
+        .map(|i| {
+            let row_scale = if i / shape.1 < lead.0 { lead.1 } else { 1.0 };
+            (rng.next_f32() * 0.5 - 0.25) * scale * row_scale
+        })
         .collect();
     let t = Tensor::from_vec(data, shape, &Device::Cpu)?;
-    Ok(QTensor::quantize(&t, GgmlDType::Q8_0)?)
+    Ok(QTensor::quantize(&t, ty)?)
 }
 
-fn ones(n: usize) -> Result<QTensor, MlError> {
-    Ok(QTensor::quantize(
-        &Tensor::ones(n, candle_core::DType::F32, &Device::Cpu)?,
-        GgmlDType::F32,
-    )?)
+/// Block norm weights of typed models: `low + span·u`.
+const BLOCK_NORM: (f32, f32) = (0.5, 1.0);
+
+/// Query and key weights of typed models are scaled down so attention scores stay small
+/// (a smooth softmax, as in trained models). With full-size ones a random model is
+/// chaotic: its attention follows the largest score sharply, so a rounding-level
+/// difference between two correct engines that flips one int8 activation grows to a
+/// percent of the logits.
+const QK_SCALE: f32 = 0.2;
+
+/// Norm weights: ones, or random values in `low..low + span`.
+fn norm(
+    n: usize,
+    spec: Spec,
+    (low, span): (f32, f32),
+    rng: &mut SplitMix,
+) -> Result<QTensor, MlError> {
+    if spec.random_norms {
+        vector((0..n).map(|_| low + span * rng.next_f32()).collect())
+    } else {
+        vector(vec![1.0; n])
+    }
 }
 
-fn zeros(n: usize) -> Result<QTensor, MlError> {
+fn vector(v: Vec<f32>) -> Result<QTensor, MlError> {
+    let n = v.len();
     Ok(QTensor::quantize(
-        &Tensor::zeros(n, candle_core::DType::F32, &Device::Cpu)?,
+        &Tensor::from_vec(v, n, &Device::Cpu)?,
         GgmlDType::F32,
     )?)
 }

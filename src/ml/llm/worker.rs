@@ -15,8 +15,8 @@ use super::{GenerateRequest, LlmEngine, LlmEvent, LlmTokenizer, MlError, ModelIn
 pub struct LlmWorkerOptions {
     /// Requests that may wait while one runs; more fail fast.
     pub queue_capacity: usize,
-    /// CPU threads for the forward pass (a pool of its own); `None` uses rayon's global
-    /// pool (`RAYON_NUM_THREADS`, else every core).
+    /// CPU threads for candle's forward pass (a rayon pool of its own); `None` uses
+    /// rayon's global pool. ragd's CPU engine sizes its own pool at load.
     pub threads: Option<usize>,
 }
 
@@ -52,7 +52,9 @@ impl LlmHandle {
     /// Moves `engine` onto a new thread and returns the handle that feeds it.
     pub fn spawn(engine: LlmEngine, opts: LlmWorkerOptions) -> std::io::Result<Self> {
         let (tx, rx) = sync_channel(opts.queue_capacity.max(1));
-        let pool = match opts.threads {
+        // ragd's CPU engine has its own threads; candle's models use a rayon pool.
+        let threads = opts.threads.filter(|_| engine.engine_name() == "candle");
+        let pool = match threads {
             Some(n) => Some(
                 rayon::ThreadPoolBuilder::new()
                     .num_threads(n.max(1))
@@ -187,8 +189,9 @@ fn run_job(engine: &mut LlmEngine, job: Job) {
     .unwrap_or_else(|_| Err(MlError::Inference("the LLM panicked".into())));
     let event = match result {
         Ok(c) => {
-            tracing::debug!(
+            tracing::info!(
                 prompt_tokens = c.prompt_tokens,
+                cached_tokens = c.cached_tokens,
                 completion_tokens = c.completion_tokens,
                 finish = c.finish_reason.as_str(),
                 elapsed_ms = started.elapsed().as_millis() as u64,

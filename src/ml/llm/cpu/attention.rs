@@ -1,0 +1,347 @@
+//! Causal grouped-query attention over the f16 cache, one work item at a time: an item is
+//! one key/value head, a tile of up to 16 new tokens and a range of key positions. All the
+//! query heads that share the key/value head are computed together, so every key block is
+//! converted to f32 once per item. Softmax is online (running max and sum per query row),
+//! so no score matrix is kept. When there are too few items to keep every thread busy
+//! (decode, short suffixes) key ranges are split and the partial results combined.
+
+use super::kv::{k_index, v_index, KvType, KBLOCK};
+use crate::ml::quant::Tier;
+use crate::ml::simd::{F16x, Scalar16};
+
+/// New tokens per query tile.
+pub const QTILE: usize = 16;
+
+/// What the attention of one layer reads.
+#[derive(Clone, Copy)]
+pub struct Shape {
+    /// Query heads.
+    pub heads: usize,
+    /// Key/value heads.
+    pub kv_heads: usize,
+    /// Dimensions per head.
+    pub head_dim: usize,
+    /// Positions allocated in the cache.
+    pub cap: usize,
+    /// Position of the first new token (keys `0..pos + tokens` are stored).
+    pub pos: usize,
+    /// New tokens.
+    pub tokens: usize,
+    /// Row stride of the query buffer (queries of head `h` at `h * head_dim`).
+    pub ldq: usize,
+    /// How the cache stores keys and values.
+    pub kv: KvType,
+}
+
+/// One work item.
+#[derive(Clone, Copy, Debug)]
+pub struct Item {
+    /// Key/value head.
+    pub kv_head: usize,
+    /// New tokens `t0..t1`.
+    pub t0: usize,
+    /// End of the token tile.
+    pub t1: usize,
+    /// Keys `k0..k1` (further cut by causality).
+    pub k0: usize,
+    /// End of the key range.
+    pub k1: usize,
+}
+
+/// The items of one layer's attention for `threads` threads; `split` is true when key
+/// ranges were split (results then need [`combine`]).
+pub fn plan(s: &Shape, threads: usize) -> (Vec<Item>, bool) {
+    let keys = s.pos + s.tokens;
+    let tiles = s.tokens.div_ceil(QTILE);
+    let split = threads > 1 && s.kv_heads * tiles < 2 * threads && keys >= 2 * KBLOCK * threads;
+    let chunks = if split { threads } else { 1 };
+    let mut items = Vec::with_capacity(s.kv_heads * tiles * chunks);
+    for tile in 0..tiles {
+        let (t0, t1) = (tile * QTILE, ((tile + 1) * QTILE).min(s.tokens));
+        let end = s.pos + t1;
+        for kv_head in 0..s.kv_heads {
+            for c in 0..chunks {
+                // Chunk boundaries on key blocks.
+                let blocks = end.div_ceil(KBLOCK);
+                let (b0, b1) = (blocks * c / chunks, blocks * (c + 1) / chunks);
+                items.push(Item {
+                    kv_head,
+                    t0,
+                    t1,
+                    k0: b0 * KBLOCK,
+                    k1: (b1 * KBLOCK).min(end),
+                });
+            }
+        }
+    }
+    (items, split)
+}
+
+/// Running softmax state of query rows: per row `m`, `l`, then `head_dim` accumulators.
+pub struct State {
+    head_dim: usize,
+    data: Vec<f32>,
+}
+
+impl State {
+    /// Room for `rows` query rows.
+    pub fn new(head_dim: usize) -> Self {
+        Self {
+            head_dim,
+            data: Vec::new(),
+        }
+    }
+
+    fn reset(&mut self, rows: usize) {
+        let w = self.head_dim + 2;
+        self.data.clear();
+        self.data.resize(rows * w, 0.0);
+        for r in 0..rows {
+            self.data[r * w] = f32::NEG_INFINITY;
+        }
+    }
+
+    /// Row `r`: `(m, l, acc)`.
+    pub fn row(&self, r: usize) -> (f32, f32, &[f32]) {
+        let w = self.head_dim + 2;
+        let d = &self.data[r * w..(r + 1) * w];
+        (d[0], d[1], &d[2..])
+    }
+}
+
+/// Per-thread buffers of the kernel.
+pub struct Scratch {
+    kt: Vec<f32>,
+    vb: Vec<f32>,
+    /// The state of the last item run.
+    pub state: State,
+}
+
+impl Scratch {
+    /// Buffers for heads of `head_dim`.
+    pub fn new(head_dim: usize) -> Self {
+        Self {
+            kt: vec![0.0; head_dim * KBLOCK],
+            vb: vec![0.0; head_dim * KBLOCK],
+            state: State::new(head_dim),
+        }
+    }
+}
+
+/// Runs `item`, leaving the state of its query rows (group head `g`, token `t` is row
+/// `(t - t0) * group + g`) in `scratch.state`.
+///
+/// # Safety
+/// `q` points at `s.tokens` rows of `s.ldq` floats; `k` and `v` are one layer's cache
+/// buffers (of `s.kv`) with `s.pos + s.tokens` positions stored; `tier` is one the CPU
+/// runs.
+pub unsafe fn run_item(
+    tier: Tier,
+    s: &Shape,
+    q: *const f32,
+    k: &[u8],
+    v: &[u8],
+    item: Item,
+    scratch: &mut Scratch,
+) {
+    match tier {
+        #[cfg(target_arch = "x86_64")]
+        Tier::Avx512 => item_avx512(s, q, k, v, item, scratch),
+        #[cfg(target_arch = "x86_64")]
+        Tier::Avx2 => item_avx2(s, q, k, v, item, scratch),
+        _ => item_kv::<Scalar16>(s, q, k, v, item, scratch),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx2,fma,f16c")]
+unsafe fn item_avx512(
+    s: &Shape,
+    q: *const f32,
+    k: &[u8],
+    v: &[u8],
+    item: Item,
+    scratch: &mut Scratch,
+) {
+    item_kv::<crate::ml::simd::Avx512x16>(s, q, k, v, item, scratch)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn item_avx2(
+    s: &Shape,
+    q: *const f32,
+    k: &[u8],
+    v: &[u8],
+    item: Item,
+    scratch: &mut Scratch,
+) {
+    item_kv::<crate::ml::simd::Avx2x16>(s, q, k, v, item, scratch)
+}
+
+#[inline(always)]
+unsafe fn item_kv<V: F16x>(
+    s: &Shape,
+    q: *const f32,
+    k: &[u8],
+    v: &[u8],
+    item: Item,
+    scratch: &mut Scratch,
+) {
+    match s.kv {
+        KvType::F16 => item_generic::<V, false>(s, q, k, v, item, scratch),
+        KvType::F32 => item_generic::<V, true>(s, q, k, v, item, scratch),
+    }
+}
+
+/// Sixteen cached values from value index `i` of `base`.
+#[inline(always)]
+unsafe fn load_kv<V: F16x, const F32: bool>(base: *const u8, i: usize) -> V {
+    if F32 {
+        V::load(base.cast::<f32>().add(i))
+    } else {
+        V::load_f16(base.cast::<u16>().add(i))
+    }
+}
+
+#[inline(always)]
+unsafe fn item_generic<V: F16x, const F32: bool>(
+    s: &Shape,
+    q: *const f32,
+    k: &[u8],
+    v: &[u8],
+    item: Item,
+    scratch: &mut Scratch,
+) {
+    let hd = s.head_dim;
+    let group = s.heads / s.kv_heads;
+    let rows = (item.t1 - item.t0) * group;
+    let scale = 1.0 / (hd as f32).sqrt();
+    scratch.state.reset(rows);
+    let w = hd + 2;
+    let (kt, vb) = (scratch.kt.as_mut_ptr(), scratch.vb.as_mut_ptr());
+    let state = scratch.state.data.as_mut_ptr();
+    let (kp, vp) = (k.as_ptr(), v.as_ptr());
+    let mut p = [0f32; KBLOCK];
+    let mut b = item.k0 / KBLOCK;
+    while b * KBLOCK < item.k1 {
+        let base = b * KBLOCK;
+        // This block's keys (transposed: one vector per dimension) and values, in f32.
+        for d in 0..hd {
+            load_kv::<V, F32>(kp, k_index(s.cap, hd, item.kv_head, base, d))
+                .store(kt.add(d * KBLOCK));
+        }
+        let valid_keys = (item.k1 - base).min(KBLOCK);
+        for j in 0..valid_keys {
+            for d in (0..hd).step_by(16) {
+                load_kv::<V, F32>(vp, v_index(s.cap, hd, item.kv_head, base + j, d))
+                    .store(vb.add(j * hd + d));
+            }
+        }
+        for t in item.t0..item.t1 {
+            // Keys this token sees: up to its own position, within the item's range.
+            let limit = (s.pos + t + 1).min(item.k1);
+            if limit <= base {
+                continue;
+            }
+            let lo = item.k0.max(base) - base;
+            let hi = (limit - base).min(KBLOCK);
+            for g in 0..group {
+                let head = item.kv_head * group + g;
+                let qrow = q.add(t * s.ldq + head * hd);
+                let mut sc = V::splat(0.0);
+                for d in 0..hd {
+                    sc = V::splat(*qrow.add(d)).fma(V::load(kt.add(d * KBLOCK)), sc);
+                }
+                let mut scores = [0f32; KBLOCK];
+                sc.mul(V::splat(scale)).store(scores.as_mut_ptr());
+                for (j, s) in scores.iter_mut().enumerate() {
+                    if j < lo || j >= hi {
+                        *s = f32::NEG_INFINITY;
+                    }
+                }
+                let sc = V::load(scores.as_ptr());
+                let st = state.add(((t - item.t0) * group + g) * w);
+                let m_old = *st;
+                let m_new = m_old.max(sc.hmax());
+                let pv = sc.sub(V::splat(m_new)).exp();
+                pv.store(p.as_mut_ptr());
+                let corr = if m_old == f32::NEG_INFINITY {
+                    0.0
+                } else {
+                    crate::ml::simd::exp(m_old - m_new)
+                };
+                *st = m_new;
+                *st.add(1) = *st.add(1) * corr + pv.sum();
+                let acc = st.add(2);
+                for d in (0..hd).step_by(16) {
+                    let mut a = V::load(acc.add(d)).mul(V::splat(corr));
+                    for (j, &pj) in p.iter().enumerate().take(hi).skip(lo) {
+                        a = V::splat(pj).fma(V::load(vb.add(j * hd + d)), a);
+                    }
+                    a.store(acc.add(d));
+                }
+            }
+        }
+        b += 1;
+    }
+}
+
+/// Writes an item's normalised outputs: `out` rows of `ldo` floats, head `h` at
+/// `h * head_dim`.
+///
+/// # Safety
+/// `out` points at `s.tokens` rows of `ldo` floats that no other thread writes in the
+/// item's heads and tokens.
+pub unsafe fn write(s: &Shape, item: Item, state: &State, out: *mut f32, ldo: usize) {
+    let group = s.heads / s.kv_heads;
+    for t in item.t0..item.t1 {
+        for g in 0..group {
+            let (_, l, acc) = state.row((t - item.t0) * group + g);
+            let head = item.kv_head * group + g;
+            let o = out.add(t * ldo + head * s.head_dim);
+            let inv = if l > 0.0 { 1.0 / l } else { 0.0 };
+            for (d, a) in acc.iter().enumerate() {
+                *o.add(d) = a * inv;
+            }
+        }
+    }
+}
+
+/// Combines the states of items that cover the same query rows over different key ranges
+/// and writes the result as [`write`] does.
+///
+/// # Safety
+/// As for [`write`].
+pub unsafe fn combine(s: &Shape, item: Item, parts: &[&State], out: *mut f32, ldo: usize) {
+    let group = s.heads / s.kv_heads;
+    let hd = s.head_dim;
+    let mut acc = vec![0f32; hd];
+    for t in item.t0..item.t1 {
+        for g in 0..group {
+            let r = (t - item.t0) * group + g;
+            let m = parts
+                .iter()
+                .map(|p| p.row(r).0)
+                .fold(f32::NEG_INFINITY, f32::max);
+            let mut l = 0.0;
+            acc.fill(0.0);
+            for p in parts {
+                let (mi, li, ai) = p.row(r);
+                if mi == f32::NEG_INFINITY {
+                    continue;
+                }
+                let f = crate::ml::simd::exp(mi - m);
+                l += li * f;
+                for (a, x) in acc.iter_mut().zip(ai) {
+                    *a += x * f;
+                }
+            }
+            let o = out.add(t * ldo + (item.kv_head * group + g) * hd);
+            let inv = if l > 0.0 { 1.0 / l } else { 0.0 };
+            for (d, a) in acc.iter().enumerate() {
+                *o.add(d) = a * inv;
+            }
+        }
+    }
+}

@@ -1,0 +1,308 @@
+//! Activations quantized for the integer kernels, exactly as ggml quantizes a matmul's
+//! input (so ragd's products equal candle's and llama.cpp's up to float rounding):
+//! - [`ActKind::Q8`] (ggml's Q8_0 / Q8_1, for Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 weights): blocks of
+//!   32, `d = max|x| / 127` kept as f16, `q = round(x / d)`, and Q8_1's `s = d · Σq`
+//!   computed in f16.
+//! - [`ActKind::Q8K`] (for the K types): blocks of 256, `q = min(127, round(-128 / m · x))`
+//!   where `m` is the value of largest magnitude, `d = m / -128`.
+//! - [`ActKind::F32`]: the floats as they are, for float weights.
+//!
+//! Beside the values, the sums of every 16 and 32 values are kept: kernels use them for
+//! the weights' offsets and mins.
+
+use half::f16;
+
+use super::{Tier, WeightType};
+
+/// How a matrix's input is quantized.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActKind {
+    /// Floats, unquantized.
+    F32,
+    /// Blocks of 32 with an f16 scale.
+    Q8,
+    /// Blocks of 256 with an f32 scale.
+    Q8K,
+}
+
+/// A batch of `tokens` input rows of `cols` values, quantized for one kind of weight.
+/// Buffers are reused from call to call.
+#[derive(Debug, Clone)]
+pub struct Acts {
+    kind: ActKind,
+    tokens: usize,
+    cols: usize,
+    /// `F32`: the values.
+    pub(super) f: Vec<f32>,
+    /// Quantized values, `tokens × cols`.
+    pub(super) qs: Vec<i8>,
+    /// Scales: per 32 values (`Q8`) or per 256 (`Q8K`).
+    pub(super) d: Vec<f32>,
+    /// `Q8`: Q8_1's `s` per 32 values.
+    pub(super) s: Vec<f32>,
+    /// Sums of each 16 quantized values.
+    pub(super) sum16: Vec<i32>,
+    /// Sums of each 32 quantized values.
+    pub(super) sum32: Vec<i32>,
+}
+
+impl Default for Acts {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Acts {
+    /// Empty buffers.
+    pub fn new() -> Self {
+        Self {
+            kind: ActKind::F32,
+            tokens: 0,
+            cols: 0,
+            f: Vec::new(),
+            qs: Vec::new(),
+            d: Vec::new(),
+            s: Vec::new(),
+            sum16: Vec::new(),
+            sum32: Vec::new(),
+        }
+    }
+
+    /// The kind these activations were quantized for.
+    pub fn kind(&self) -> ActKind {
+        self.kind
+    }
+
+    /// Input rows.
+    pub fn tokens(&self) -> usize {
+        self.tokens
+    }
+
+    /// Values per row.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Quantizes `x` (`tokens` rows of `cols`) for `kind` with the kernels of `tier`.
+    /// `cols` must be a multiple of 32 (256 for `Q8K`).
+    pub fn quantize(&mut self, tier: Tier, kind: ActKind, x: &[f32], tokens: usize, cols: usize) {
+        assert_eq!(x.len(), tokens * cols);
+        self.prepare(kind, tokens, cols);
+        let w = self.writer();
+        for t in 0..tokens {
+            // SAFETY: the buffers were sized by `prepare` and nothing else writes them.
+            unsafe { w.token(tier, t, &x[t * cols..(t + 1) * cols]) };
+        }
+    }
+
+    /// Sizes the buffers for `tokens` rows of `cols` values of `kind`, to be filled with
+    /// a [`ActsWriter`] (one token per call, from any thread).
+    pub fn prepare(&mut self, kind: ActKind, tokens: usize, cols: usize) {
+        match kind {
+            ActKind::F32 => {}
+            ActKind::Q8 => assert!(
+                cols.is_multiple_of(32),
+                "Q8 activations need cols % 32 == 0"
+            ),
+            ActKind::Q8K => assert!(
+                cols.is_multiple_of(256),
+                "Q8K activations need cols % 256 == 0"
+            ),
+        }
+        self.kind = kind;
+        self.tokens = tokens;
+        self.cols = cols;
+        let n = tokens * cols;
+        if kind == ActKind::F32 {
+            self.f.resize(n, 0.0);
+            return;
+        }
+        let block = if kind == ActKind::Q8 { 32 } else { 256 };
+        self.qs.resize(n, 0);
+        self.d.resize(n / block, 0.0);
+        self.s
+            .resize(if kind == ActKind::Q8 { n / 32 } else { 0 }, 0.0);
+        self.sum16.resize(n / 16, 0);
+        self.sum32.resize(n / 32, 0);
+    }
+
+    /// Raw access for filling the prepared buffers token by token.
+    pub fn writer(&mut self) -> ActsWriter {
+        ActsWriter {
+            kind: self.kind,
+            cols: self.cols,
+            f: self.f.as_mut_ptr(),
+            qs: self.qs.as_mut_ptr(),
+            d: self.d.as_mut_ptr(),
+            s: self.s.as_mut_ptr(),
+            sum16: self.sum16.as_mut_ptr(),
+            sum32: self.sum32.as_mut_ptr(),
+        }
+    }
+}
+
+/// Fills one token's row of prepared [`Acts`]; threads may fill different tokens at once.
+#[derive(Clone, Copy)]
+pub struct ActsWriter {
+    kind: ActKind,
+    cols: usize,
+    f: *mut f32,
+    qs: *mut i8,
+    d: *mut f32,
+    s: *mut f32,
+    sum16: *mut i32,
+    sum32: *mut i32,
+}
+
+// SAFETY: the writer only hands out disjoint per-token regions (see `token`).
+unsafe impl Send for ActsWriter {}
+// SAFETY: as above.
+unsafe impl Sync for ActsWriter {}
+
+impl ActsWriter {
+    /// Quantizes `x` (one row of `cols` values) as token `t`.
+    ///
+    /// # Safety
+    /// The [`Acts`] it came from must still be prepared for at least `t + 1` tokens and
+    /// not otherwise borrowed, and no other thread may write token `t` at the same time.
+    pub unsafe fn token(&self, tier: Tier, t: usize, x: &[f32]) {
+        let cols = self.cols;
+        assert_eq!(x.len(), cols);
+        if self.kind == ActKind::F32 {
+            std::ptr::copy_nonoverlapping(x.as_ptr(), self.f.add(t * cols), cols);
+            return;
+        }
+        let qs = std::slice::from_raw_parts_mut(self.qs.add(t * cols), cols);
+        let block = if self.kind == ActKind::Q8 { 32 } else { 256 };
+        for (b, xb) in x.chunks_exact(block).enumerate() {
+            let i = t * cols / block + b;
+            let qb = &mut qs[b * block..(b + 1) * block];
+            match self.kind {
+                ActKind::Q8 => {
+                    let (d, sum) = quantize_q8_block(tier, xb, qb);
+                    *self.d.add(i) = d;
+                    // ggml's Q8_1: s = d · Σq, in f16 arithmetic.
+                    *self.s.add(i) = (f16::from_f32(sum as f32) * f16::from_f32(d)).to_f32();
+                }
+                ActKind::Q8K => *self.d.add(i) = quantize_q8k_block(tier, xb, qb),
+                ActKind::F32 => unreachable!(),
+            }
+        }
+        for (i, q16) in qs.chunks_exact(16).enumerate() {
+            *self.sum16.add(t * cols / 16 + i) = q16.iter().map(|&q| i32::from(q)).sum();
+        }
+        for i in 0..cols / 32 {
+            let j = t * cols / 16 + 2 * i;
+            *self.sum32.add(t * cols / 32 + i) = *self.sum16.add(j) + *self.sum16.add(j + 1);
+        }
+    }
+}
+
+/// Q8_0 of one block of 32: writes `q`, returns (`d` rounded to f16, `Σq`).
+fn quantize_q8_block(tier: Tier, x: &[f32], q: &mut [i8]) -> (f32, i32) {
+    let _ = tier;
+    let amax = x.iter().fold(0f32, |a, v| a.max(v.abs()));
+    let d = amax / 127.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let mut sum = 0i32;
+    for (q, &v) in q.iter_mut().zip(x) {
+        *q = (v * id).round() as i8;
+        sum += i32::from(*q);
+    }
+    (f16::from_f32(d).to_f32(), sum)
+}
+
+/// Q8_K of one block of 256: writes `q`, returns `d`.
+fn quantize_q8k_block(tier: Tier, x: &[f32], q: &mut [i8]) -> f32 {
+    let _ = tier;
+    let (mut amax, mut max) = (0f32, 0f32);
+    for &v in x {
+        if amax < v.abs() {
+            amax = v.abs();
+            max = v;
+        }
+    }
+    if amax == 0.0 {
+        q.fill(0);
+        return 0.0;
+    }
+    let iscale = -128.0 / max;
+    for (q, &v) in q.iter_mut().zip(x) {
+        *q = (iscale * v).round().min(127.0) as i8;
+    }
+    1.0 / iscale
+}
+
+/// Quantizes row-major f32 `weights` (rows of `cols`) into the file layout of `ty`, as
+/// ggml's reference quantizers do. Supports the 32-value block types.
+pub fn quantize_weights(ty: WeightType, cols: usize, weights: &[f32]) -> Result<Vec<u8>, String> {
+    if !cols.is_multiple_of(32) || !weights.len().is_multiple_of(cols) {
+        return Err(format!("cannot quantize rows of {cols} values"));
+    }
+    let mut out = Vec::with_capacity(weights.len() / 32 * ty.block_bytes());
+    for x in weights.chunks_exact(32) {
+        match ty {
+            WeightType::Q8_0 => {
+                let mut q = [0i8; 32];
+                let amax = x.iter().fold(0f32, |a, v| a.max(v.abs()));
+                let d = amax / 127.0;
+                let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+                for (q, &v) in q.iter_mut().zip(x) {
+                    *q = (v * id).round() as i8;
+                }
+                out.extend_from_slice(&f16::from_f32(d).to_bits().to_le_bytes());
+                out.extend(q.iter().map(|&v| v as u8));
+            }
+            WeightType::Q4_0 | WeightType::Q5_0 => {
+                let (mut amax, mut max) = (0f32, 0f32);
+                for &v in x {
+                    if amax < v.abs() {
+                        amax = v.abs();
+                        max = v;
+                    }
+                }
+                let five = ty == WeightType::Q5_0;
+                let d = max / if five { -16.0 } else { -8.0 };
+                let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+                let top = if five { 31 } else { 15 };
+                let q: Vec<u8> = x
+                    .iter()
+                    .map(|&v| ((v * id + if five { 16.5 } else { 8.5 }) as i32).clamp(0, top) as u8)
+                    .collect();
+                out.extend_from_slice(&f16::from_f32(d).to_bits().to_le_bytes());
+                push_nibbles(&mut out, &q, five);
+            }
+            WeightType::Q4_1 | WeightType::Q5_1 => {
+                let min = x.iter().fold(f32::INFINITY, |a, &v| a.min(v));
+                let max = x.iter().fold(f32::NEG_INFINITY, |a, &v| a.max(v));
+                let five = ty == WeightType::Q5_1;
+                let top = if five { 31 } else { 15 };
+                let d = (max - min) / top as f32;
+                let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+                let q: Vec<u8> = x
+                    .iter()
+                    .map(|&v| (((v - min) * id + 0.5) as i32).clamp(0, top) as u8)
+                    .collect();
+                out.extend_from_slice(&f16::from_f32(d).to_bits().to_le_bytes());
+                out.extend_from_slice(&f16::from_f32(min).to_bits().to_le_bytes());
+                push_nibbles(&mut out, &q, five);
+            }
+            _ => return Err(format!("quantizing to {} is not supported", ty.name())),
+        }
+    }
+    Ok(out)
+}
+
+/// ggml's nibble layout for 32 values (plus the high-bit word for 5-bit types).
+fn push_nibbles(out: &mut Vec<u8>, q: &[u8], five: bool) {
+    if five {
+        let mut qh = 0u32;
+        for (j, &v) in q.iter().enumerate() {
+            qh |= u32::from((v >> 4) & 1) << j;
+        }
+        out.extend_from_slice(&qh.to_le_bytes());
+    }
+    for j in 0..16 {
+        out.push((q[j] & 0x0F) | ((q[j + 16] & 0x0F) << 4));
+    }
+}
