@@ -30,6 +30,9 @@ pub enum Precision {
     F32,
     /// bf16 products (f32 on CPUs without them).
     Bf16,
+    /// int8 products: Q8_0 weights and activations (blocks of 32) on the LLM's quantized
+    /// kernels (AVX-512 VNNI or AVX2); bf16 or f32 where the CPU has neither.
+    Int8,
 }
 
 impl std::str::FromStr for Precision {
@@ -39,7 +42,8 @@ impl std::str::FromStr for Precision {
             "auto" => Ok(Self::Auto),
             "f32" => Ok(Self::F32),
             "bf16" => Ok(Self::Bf16),
-            other => Err(format!("{other:?}: expected auto, f32 or bf16")),
+            "int8" => Ok(Self::Int8),
+            other => Err(format!("{other:?}: expected auto, f32, bf16 or int8")),
         }
     }
 }

@@ -392,7 +392,13 @@ mod tests {
         let want = reference
             .score("when is the pump seal replaced", &passages)
             .unwrap();
-        for (precision, tolerance) in [(Precision::F32, 1e-5), (Precision::Auto, 2e-3)] {
+        // A tiny random model (32 wide) is the hardest case for rounding: bf16 and int8
+        // are held to looser bounds than f32.
+        for (precision, tolerance) in [
+            (Precision::F32, 1e-5),
+            (Precision::Bf16, 2e-2),
+            (Precision::Int8, 2e-2),
+        ] {
             let fast = load(precision, false);
             assert_ne!(fast.arithmetic(), "candle");
             let got = fast

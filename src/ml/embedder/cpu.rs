@@ -32,15 +32,25 @@ pub(crate) enum Arithmetic {
     F32,
     /// bf16 inputs, f32 sums (AVX-512 BF16).
     Bf16,
+    /// Q8_0 weights and activations (blocks of 32, one scale each), integer dot products
+    /// on the quantized kernels of this tier.
+    Int8(crate::ml::quant::Tier),
 }
 
 impl Arithmetic {
     /// What `precision` means on this CPU.
     pub(crate) fn pick(precision: Precision) -> Self {
+        use crate::ml::quant::Tier;
+        // Measured on Zen 4 (MiniLM-L6, 176-token passages): bf16 is as fast as int8 on
+        // the quantized kernels and far closer to the reference (cosine 0.99997 against
+        // 0.99916), so `auto` prefers it; int8 is there when asked for.
         match precision {
             Precision::F32 => Arithmetic::F32,
-            Precision::Auto | Precision::Bf16 if bf16_available() => Arithmetic::Bf16,
-            Precision::Auto | Precision::Bf16 => Arithmetic::F32,
+            Precision::Int8 if Tier::detect() != Tier::Scalar => Arithmetic::Int8(Tier::detect()),
+            Precision::Auto | Precision::Bf16 | Precision::Int8 if bf16_available() => {
+                Arithmetic::Bf16
+            }
+            Precision::Auto | Precision::Bf16 | Precision::Int8 => Arithmetic::F32,
         }
     }
 
@@ -49,6 +59,7 @@ impl Arithmetic {
         match self {
             Arithmetic::F32 => "f32",
             Arithmetic::Bf16 => "bf16",
+            Arithmetic::Int8(_) => "int8",
         }
     }
 }

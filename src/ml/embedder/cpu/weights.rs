@@ -9,10 +9,19 @@ use candle_core::{DType, Result, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::Config;
 
+use std::cell::RefCell;
+
 #[cfg(target_arch = "x86_64")]
 use super::bf16::PackedBf16;
 use super::matmul::{matmul, Mat, MatMut};
 use super::Arithmetic;
+use crate::ml::quant::{self, ActKind, Acts, PackedMatrix, Tier, WeightType};
+
+thread_local! {
+    /// Activations quantized for an int8 product, and its output when it is added to
+    /// the rows rather than written; reused across calls.
+    static Q8_SCRATCH: RefCell<(Acts, Vec<f32>)> = RefCell::new((Acts::new(), Vec::new()));
+}
 
 /// A weight matrix in the arithmetic its products use.
 pub(super) enum Matrix {
@@ -21,6 +30,9 @@ pub(super) enum Matrix {
     /// Rounded to bf16 and packed.
     #[cfg(target_arch = "x86_64")]
     Bf16(PackedBf16),
+    /// Quantized to Q8_0 (blocks of 32 with one scale) for the int8 kernels of `tier`;
+    /// activations are quantized the same way per token.
+    Q8(PackedMatrix, Tier),
 }
 
 /// A linear layer.
@@ -50,12 +62,39 @@ impl Linear {
             }
             #[cfg(target_arch = "x86_64")]
             Matrix::Bf16(w) => w.product(x, y, accumulate),
+            Matrix::Q8(w, tier) => {
+                let rows = x.len() / self.inp;
+                Q8_SCRATCH.with(|cell| {
+                    let (acts, sum) = &mut *cell.borrow_mut();
+                    acts.quantize(*tier, ActKind::Q8, x, rows, self.inp);
+                    if accumulate {
+                        sum.resize(y.len(), 0.0);
+                        quant::matmul(*tier, w, acts, sum, self.out, 0..w.groups());
+                        y.iter_mut().zip(sum.iter()).for_each(|(a, b)| *a += b);
+                    } else {
+                        quant::matmul(*tier, w, acts, y, self.out, 0..w.groups());
+                    }
+                });
+            }
         }
     }
 
     /// Converts the weights to `arithmetic` (which the caller checked this CPU runs).
     fn convert(&mut self, arithmetic: Arithmetic) {
         match (arithmetic, &self.weight) {
+            (Arithmetic::Int8(tier), Matrix::F32(w)) if self.inp.is_multiple_of(32) => {
+                // Row-major `[out, inp]`, as the packed matrix takes it.
+                let mut t = vec![0.0f32; w.len()];
+                for k in 0..self.inp {
+                    for n in 0..self.out {
+                        t[n * self.inp + k] = w[k * self.out + n];
+                    }
+                }
+                match PackedMatrix::quantize(WeightType::Q8_0, self.out, self.inp, &t) {
+                    Ok(p) => self.weight = Matrix::Q8(p, tier),
+                    Err(e) => tracing::warn!(error = %e, "int8 weights refused; keeping f32"),
+                }
+            }
             #[cfg(target_arch = "x86_64")]
             (Arithmetic::Bf16, Matrix::F32(w)) => {
                 if let Some(p) = PackedBf16::pack(w, self.inp, self.out) {
@@ -122,8 +161,7 @@ fn interleave(parts: &[Matrix], width: usize) -> Vec<f32> {
         .iter()
         .map(|m| match m {
             Matrix::F32(w) => w.as_slice(),
-            #[cfg(target_arch = "x86_64")]
-            Matrix::Bf16(_) => unreachable!("weights are read as f32"),
+            _ => unreachable!("weights are read as f32"),
         })
         .collect();
     let rows = parts.first().map_or(0, |p| p.len() / width);
