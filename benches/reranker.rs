@@ -13,30 +13,16 @@ use criterion::{
     criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
 use ragd::ml::device;
-use ragd::ml::reranker::{write_random_cross_encoder_shaped, CrossEncoder, CrossEncoderShape};
+use ragd::ml::reranker::CrossEncoder;
 
 const QUERY: &str = "how does the search engine rank documents for a user query";
 const WORDS: usize = 100;
 
 fn bench(c: &mut Criterion) {
     let tmp = tempfile::tempdir().expect("temp dir");
-    let dir = tmp.path().join("ms-marco-MiniLM-L-6-v2-shape-random");
-    write_random_cross_encoder_shaped(
-        &dir,
-        &common::embedder_dir().join("tokenizer.json"),
-        CrossEncoderShape::MINILM_L6,
-    )
-    .expect("write the random cross-encoder (run scripts/setup.sh for the tokenizer)");
+    let dir = common::random_minilm_cross_encoder(tmp.path());
     let model = CrossEncoder::load(&dir, device::best_device()).expect("load the cross-encoder");
-    let passages: Vec<String> = common::peer_passages(100)
-        .iter()
-        .map(|p| {
-            p.split_whitespace()
-                .take(WORDS)
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .collect();
+    let passages = common::passage_heads(100, WORDS);
 
     let mut group = c.benchmark_group("rerank");
     group.sample_size(10);

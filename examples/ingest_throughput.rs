@@ -1,81 +1,99 @@
-//! Ingestion throughput through the HTTP API: a 100-page PDF (pages of the shared PDF
-//! fixtures) through `/upload`, and 1,000 small Markdown files through `/upload/bulk`
-//! (ten requests of 100), with the share of time in parsing, embedding and storage.
-//! Run through `scripts/bench_ingest.sh`.
+//! Ingestion against the embedder alone, on the same chunks, in one run:
+//! 1. the peers' 2,000 passages (`../shared/tools/passages.py`), one `.txt` file each,
+//!    sent through `/upload/bulk` 50 files per request, while `/search` is timed;
+//! 2. a 100-page PDF of distinct text (300 more of those passages) through `/upload`.
+//!
+//! For each, the texts ingestion embeds are embedded by the embedder alone (the
+//! library, batch `embed_batch_size`, same threads) right before and right after they
+//! are ingested through the HTTP API of an in-process server on a temp dir; the ratio
+//! is to the mean of the two (the machine's speed drifts). Prints a table of passages/s, the ratios
+//! and the `/search` latency percentiles. Run through `scripts/bench_ingest.sh`.
+//! Usage: `ingest_throughput [files] [files_per_request] [requests_in_flight]`.
+
+#[path = "../benches/common/mod.rs"]
+mod common;
 
 use std::path::Path;
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use futures::StreamExt as _;
 use pdfium_render::prelude::*;
 use ragd::config::Config;
+use ragd::ml::{device, BertEmbedder, Embedder};
 use serde_json::Value;
 
-fn hundred_page_pdf(pdfium_lib: &Path) -> Vec<u8> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/fixtures/docling/tests/data/pdf/sources");
-    let pdfium = ragd::parse::pdf::pdfium(pdfium_lib).expect("pdfium");
-    let names = [
-        "redp5110_sampled.pdf",
-        "normal_4pages.pdf",
-        "multi_page.pdf",
-        "2305.03393v1-pg9.pdf",
-        "amt_handbook_sample.pdf",
-    ];
-    let sources: Vec<PdfDocument> = names
-        .iter()
-        .map(|f| {
-            pdfium
-                .load_pdf_from_file(&dir.join(f), None)
-                .expect("fixture PDF")
-        })
-        .collect();
-    let mut out = pdfium.create_new_pdf().expect("new PDF");
-    'fill: loop {
-        for src in &sources {
-            for i in 0..src.pages().len() {
-                let at = out.pages().len();
-                if at >= 100 {
-                    break 'fill;
-                }
-                out.pages_mut()
-                    .copy_page_from_document(src, i, at)
-                    .expect("copy page");
-            }
-        }
-    }
-    out.save_to_bytes().expect("save PDF")
+fn arg(i: usize, default: usize) -> usize {
+    std::env::args()
+        .nth(i)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
-fn markdown(i: usize) -> String {
-    const WORDS: &[&str] = &[
-        "pump",
-        "valve",
-        "seal",
-        "torque",
-        "pressure",
-        "flow",
-        "inspection",
-        "schedule",
-        "gasket",
-        "bearing",
-        "alignment",
-        "vibration",
-        "lubricant",
-        "filter",
-        "motor",
-        "coupling",
-        "impeller",
-        "housing",
-        "manual",
-        "safety",
-    ];
-    let para = |k: usize| {
-        (0..60)
-            .map(|j| WORDS[(i * 7 + k * 13 + j * 3) % WORDS.len()])
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    format!("# Note {i}\n\n{}.\n\n## Details\n\n{}.\n", para(1), para(2))
+/// A 100-page PDF of distinct text (so no chunk repeats another): each page a bold
+/// heading and three of `passages`, wrapped at about 95 characters, in Helvetica.
+fn hundred_page_pdf(pdfium_lib: &Path, passages: &[String]) -> Vec<u8> {
+    const A4_HEIGHT: f32 = 841.89;
+    let pdfium = ragd::parse::pdf::pdfium(pdfium_lib).expect("pdfium");
+    let mut doc = pdfium.create_new_pdf().expect("new PDF");
+    let regular = doc.fonts_mut().helvetica();
+    let bold = doc.fonts_mut().helvetica_bold();
+    for (i, three) in passages.chunks(3).take(100).enumerate() {
+        let mut page = doc
+            .pages_mut()
+            .create_page_at_end(PdfPagePaperSize::a4())
+            .expect("page");
+        let mut y = 60.0;
+        let mut line = |text: &str, font, size: f32, y: &mut f32| {
+            page.objects_mut()
+                .create_text_object(
+                    PdfPoints::new(50.0),
+                    PdfPoints::new(A4_HEIGHT - *y),
+                    text,
+                    font,
+                    PdfPoints::new(size),
+                )
+                .expect("text");
+            *y += size * 1.35;
+        };
+        line(
+            &format!("Section {} of the report", i + 1),
+            bold,
+            14.0,
+            &mut y,
+        );
+        y += 6.0;
+        for p in three {
+            let mut current = String::new();
+            for word in p.split_whitespace() {
+                if current.len() + word.len() + 1 > 95 {
+                    line(&current, regular, 9.5, &mut y);
+                    current.clear();
+                }
+                if !current.is_empty() {
+                    current.push(' ');
+                }
+                current.push_str(word);
+            }
+            line(&current, regular, 9.5, &mut y);
+            y += 8.0;
+        }
+    }
+    doc.save_to_bytes().expect("save PDF")
+}
+
+/// Passages per second of the embedder alone over `texts`, in batches of `batch`.
+fn embedder_alone(model: &BertEmbedder, texts: &[String], batch: usize) -> f64 {
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    model
+        .embed(&refs[..batch.min(refs.len())])
+        .expect("warm-up");
+    let t = Instant::now();
+    for chunk in refs.chunks(batch) {
+        model.embed(chunk).expect("embed");
+    }
+    texts.len() as f64 / t.elapsed().as_secs_f64()
 }
 
 async fn stats(client: &reqwest::Client, base: &str) -> Value {
@@ -90,34 +108,101 @@ async fn stats(client: &reqwest::Client, base: &str) -> Value {
         .clone()
 }
 
-fn report(label: &str, secs: f64, before: &Value, after: &Value, pages: Option<u64>) {
+fn stage_line(before: &Value, after: &Value) -> String {
     let d = |k: &str| after[k].as_f64().unwrap_or(0.0) - before[k].as_f64().unwrap_or(0.0);
-    let (parse, embed, store) = (d("parse_s"), d("embed_s"), d("store_s"));
-    let busy = (parse + embed + store).max(1e-9);
-    let chunks = d("chunks");
-    println!(
-        "{label}: {secs:.1}s wall, {:.0} sources, {chunks:.0} chunks: {:.1} chunks/s{}",
-        d("sources"),
-        chunks / secs,
-        pages
-            .map(|p| format!(", {:.2} pages/s", p as f64 / secs))
-            .unwrap_or_default()
-    );
-    println!("  stage time: parse {parse:.1}s ({:.0}%), embed {embed:.1}s ({:.0}%), store {store:.1}s ({:.0}%)",
-        100.0 * parse / busy, 100.0 * embed / busy, 100.0 * store / busy);
+    format!(
+        "parse {:.1}s, embed {:.1}s (embedder busy), store {:.1}s",
+        d("parse_s"),
+        d("embed_s"),
+        d("store_s")
+    )
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+/// Times `/search` one query at a time, every 50 ms, until `stop`.
+async fn probe_search(client: reqwest::Client, base: String, stop: Arc<AtomicBool>) -> Vec<f64> {
+    const QUERIES: &[&str] = &[
+        "patient treatment dose outcome",
+        "search engine ranking of documents",
+        "backup and restore of a storage volume",
+        "river valley village in winter",
+        "quarterly revenue growth compared with cost",
+    ];
+    let mut out = Vec::new();
+    let mut i = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let t = Instant::now();
+        let r = client
+            .post(format!("{base}/api/v1/search"))
+            .json(&serde_json::json!({"query": QUERIES[i % QUERIES.len()], "top_k": 5}))
+            .send()
+            .await
+            .expect("search");
+        assert!(r.status().is_success(), "search failed: {}", r.status());
+        let _ = r.bytes().await;
+        out.push(t.elapsed().as_secs_f64() * 1000.0);
+        i += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    out
 }
 
 #[tokio::main]
 async fn main() {
+    let (n_files, per_request, in_flight) = (arg(1, 2000), arg(2, 50), arg(3, 1).max(1));
+    // The server's log on stderr, filtered by RUST_LOG (default: warnings).
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = tempfile::tempdir().expect("temp dir");
     let config = Config {
         port: 0,
         data_dir: dir.path().to_owned(),
         models_dir: root.join("models"),
+        llm_model: "none".into(),
         ..Config::default()
     };
+    let batch = config.embed_batch_size;
     let pdfium_lib = config.pdfium_library_path();
+    let parse_opts = ragd::parse::ParseOptions {
+        pdfium_library: pdfium_lib.clone(),
+        ocr_languages: config.ocr_languages.clone(),
+        ..Default::default()
+    };
+
+    // The inputs, and the texts ingestion will embed for them.
+    let passages = common::peer_passages(n_files + 300);
+    let (passages, for_pdf) = passages.split_at(n_files);
+    let files: Vec<(String, Vec<u8>)> = passages
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (format!("passage-{i:05}.txt"), p.clone().into_bytes()))
+        .collect();
+    let pdf = hundred_page_pdf(&pdfium_lib, for_pdf);
+    let model = BertEmbedder::load(&config.embedding_model_dir(), device::best_device(), batch)
+        .expect("run scripts/setup.sh");
+    let counter = model.token_counter();
+    let window = model.max_tokens();
+    let inputs = |name: &str, bytes: &[u8]| {
+        ragd::kb::ingest::embedding_inputs(name, bytes, &parse_opts, &counter, window)
+            .expect("chunks")
+    };
+    let text_chunks: Vec<String> = files.iter().flat_map(|(n, b)| inputs(n, b)).collect();
+    let pdf_chunks = inputs("hundred.pdf", &pdf);
+
+    // The server (its embedder is idle while the one here runs alone).
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -125,7 +210,7 @@ async fn main() {
         let _ = rx.await;
     }));
     let client = reqwest::Client::builder()
-        .timeout(std::time::Duration::from_secs(3600))
+        .timeout(Duration::from_secs(3600))
         .build()
         .unwrap();
     for _ in 0..600 {
@@ -137,12 +222,55 @@ async fn main() {
         {
             break;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
-    let pdf = tokio::task::spawn_blocking(move || hundred_page_pdf(&pdfium_lib))
-        .await
-        .unwrap();
+    // Bulk ingestion of the text files, `/search` timed meanwhile.
+    let alone_text_before = embedder_alone(&model, &text_chunks, batch);
+    let before = stats(&client, &base).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let probe = tokio::spawn(probe_search(client.clone(), base.clone(), stop.clone()));
+    let t = Instant::now();
+    let requests: Vec<Vec<(String, Vec<u8>)>> =
+        files.chunks(per_request).map(<[_]>::to_vec).collect();
+    let mut stream = futures::stream::iter(requests.into_iter().map(|part| {
+        let (client, base) = (client.clone(), base.clone());
+        async move {
+            let mut form = reqwest::multipart::Form::new();
+            for (name, bytes) in part {
+                form = form.part(
+                    "files",
+                    reqwest::multipart::Part::bytes(bytes).file_name(name),
+                );
+            }
+            let r: Value = client
+                .post(format!("{base}/api/v1/upload/bulk"))
+                .multipart(form)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            assert_eq!(r["failed"], 0, "{r}");
+            r["total_chunks_added"].as_u64().unwrap_or(0)
+        }
+    }))
+    .buffer_unordered(in_flight);
+    let mut bulk_chunks = 0u64;
+    while let Some(n) = stream.next().await {
+        bulk_chunks += n;
+    }
+    let bulk_secs = t.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    let mut latencies = probe.await.unwrap();
+    latencies.sort_by(f64::total_cmp);
+    let after = stats(&client, &base).await;
+    let bulk_stages = stage_line(&before, &after);
+    let alone_text_after = embedder_alone(&model, &text_chunks, batch);
+
+    // The PDF.
+    let alone_pdf_before = embedder_alone(&model, &pdf_chunks, batch);
     let before = stats(&client, &base).await;
     let t = Instant::now();
     let form = reqwest::multipart::Form::new().part(
@@ -159,43 +287,48 @@ async fn main() {
         .await
         .unwrap();
     assert_eq!(r["success"], true, "{r}");
-    report(
-        "100-page PDF via /upload",
-        t.elapsed().as_secs_f64(),
-        &before,
-        &stats(&client, &base).await,
-        Some(100),
-    );
-
-    let before = stats(&client, &base).await;
-    let t = Instant::now();
-    for batch in 0..10 {
-        let mut form = reqwest::multipart::Form::new();
-        for i in batch * 100..(batch + 1) * 100 {
-            form = form.part(
-                "files",
-                reqwest::multipart::Part::bytes(markdown(i).into_bytes())
-                    .file_name(format!("note-{i}.md")),
-            );
-        }
-        let r: Value = client
-            .post(format!("{base}/api/v1/upload/bulk"))
-            .multipart(form)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        assert_eq!(r["failed"], 0, "{r}");
-    }
-    report(
-        "1,000 Markdown files via /upload/bulk",
-        t.elapsed().as_secs_f64(),
-        &before,
-        &stats(&client, &base).await,
-        None,
-    );
+    let pdf_secs = t.elapsed().as_secs_f64();
+    let pdf_stored = r["chunks_added"].as_u64().unwrap_or(0);
+    let pdf_stages = stage_line(&before, &stats(&client, &base).await);
+    let alone_pdf_after = embedder_alone(&model, &pdf_chunks, batch);
     let _ = tx.send(());
     let _ = server.await;
+    let alone_text = (alone_text_before + alone_text_after) / 2.0;
+    let alone_pdf = (alone_pdf_before + alone_pdf_after) / 2.0;
+
+    let bulk_rate = bulk_chunks as f64 / bulk_secs;
+    let pdf_rate = pdf_stored as f64 / pdf_secs;
+    let verdict = |ok: bool| if ok { "ok" } else { "BELOW TARGET" };
+    println!();
+    println!(
+        "| workload | chunks | embedder alone, before / after (passages/s) | ingestion (chunks/s) | ratio to the mean (target >= 0.90) |"
+    );
+    println!("|---|---|---|---|---|");
+    println!(
+        "| {n_files} .txt files, /upload/bulk {per_request} per request, {in_flight} in flight | {bulk_chunks} | {alone_text_before:.1} / {alone_text_after:.1} | {bulk_rate:.1} | {:.2} {} |",
+        bulk_rate / alone_text,
+        verdict(bulk_rate / alone_text >= 0.9)
+    );
+    println!(
+        "| 100-page PDF, /upload | {pdf_stored} | {alone_pdf_before:.1} / {alone_pdf_after:.1} | {pdf_rate:.1} | {:.2} {} |",
+        pdf_rate / alone_pdf,
+        verdict(pdf_rate / alone_pdf >= 0.9)
+    );
+    println!();
+    let p95 = percentile(&latencies, 0.95);
+    println!(
+        "/search during the bulk ingestion: {} queries, p50 {:.1} ms, p95 {p95:.1} ms, max {:.1} ms (target p95 <= 100 ms: {})",
+        latencies.len(),
+        percentile(&latencies, 0.5),
+        latencies.last().copied().unwrap_or(f64::NAN),
+        verdict(p95 <= 100.0)
+    );
+    println!("bulk stage times: {bulk_stages}; {bulk_secs:.1}s wall");
+    println!("PDF stage times: {pdf_stages}; {pdf_secs:.1}s wall");
+    assert_eq!(
+        text_chunks.len() as u64,
+        bulk_chunks,
+        "ingestion stored other chunks than the embedder alone was given"
+    );
+    assert_eq!(pdf_chunks.len() as u64, pdf_stored);
 }

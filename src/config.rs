@@ -26,8 +26,15 @@ pub struct Config {
     pub collection_name: String,
     /// Largest accepted upload, in bytes (`RAGD_MAX_UPLOAD_BYTES`); above it: 413.
     pub max_upload_bytes: u64,
-    /// Most texts the embedder runs in one forward pass.
+    /// Most texts the embedder runs in one forward pass (`RAGD_EMBED_BATCH_SIZE`).
     pub embed_batch_size: usize,
+    /// Most tokens in one forward pass of the embedder (`RAGD_EMBED_BATCH_TOKENS`): the
+    /// chunks of many sources are packed into passes up to this budget.
+    pub embed_batch_tokens: usize,
+    /// Arithmetic of the embedder's and reranker's CPU forward pass
+    /// (`RAGD_EMBED_PRECISION`): `auto` (the fastest this CPU offers within the accuracy
+    /// bounds), `f32` (the exact reference path), `bf16` or `int8`.
+    pub embed_precision: crate::ml::Precision,
     /// Most embedding requests waiting at once; beyond it requests fail fast (429).
     pub embed_queue_capacity: usize,
     /// Searches' index look-ups running at once (`RAGD_SEARCH_THREADS`); default: every core.
@@ -137,6 +144,8 @@ impl Default for Config {
             collection_name: "ragd".into(),
             max_upload_bytes: 100 * 1024 * 1024,
             embed_batch_size: 32,
+            embed_batch_tokens: 8192,
+            embed_precision: crate::ml::Precision::Auto,
             embed_queue_capacity: 1024,
             search_threads: num_cpus::get().max(1),
             search_queue: 256,
@@ -186,6 +195,8 @@ pub struct Layer {
     pub collection_name: Option<String>,
     pub max_upload_bytes: Option<u64>,
     pub embed_batch_size: Option<usize>,
+    pub embed_batch_tokens: Option<usize>,
+    pub embed_precision: Option<crate::ml::Precision>,
     pub embed_queue_capacity: Option<usize>,
     pub search_threads: Option<usize>,
     pub search_queue: Option<usize>,
@@ -280,6 +291,13 @@ impl Layer {
             collection_name: get("RAGD_COLLECTION_NAME"),
             max_upload_bytes: parse("RAGD_MAX_UPLOAD_BYTES")?,
             embed_batch_size: parse("RAGD_EMBED_BATCH_SIZE")?.map(|v| v as usize),
+            embed_batch_tokens: parse("RAGD_EMBED_BATCH_TOKENS")?.map(|v| v as usize),
+            embed_precision: get("RAGD_EMBED_PRECISION")
+                .map(|v| {
+                    v.parse()
+                        .map_err(|e| anyhow::anyhow!("RAGD_EMBED_PRECISION={e}"))
+                })
+                .transpose()?,
             embed_queue_capacity: parse("RAGD_EMBED_QUEUE_CAPACITY")?.map(|v| v as usize),
             search_threads: parse("RAGD_SEARCH_THREADS")?.map(|v| v as usize),
             search_queue: parse("RAGD_SEARCH_QUEUE")?.map(|v| v as usize),
@@ -357,6 +375,8 @@ impl Config {
             collection_name,
             max_upload_bytes,
             embed_batch_size,
+            embed_batch_tokens,
+            embed_precision,
             embed_queue_capacity,
             search_threads,
             search_queue,
@@ -405,6 +425,12 @@ impl Config {
             bail!(
                 "embed_batch_size must be 1-512, got {}",
                 self.embed_batch_size
+            );
+        }
+        if !(256..=65_536).contains(&self.embed_batch_tokens) {
+            bail!(
+                "embed_batch_tokens must be 256-65536, got {}",
+                self.embed_batch_tokens
             );
         }
         if self.embed_queue_capacity == 0 {

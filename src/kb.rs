@@ -15,6 +15,7 @@ pub mod scrape;
 pub mod search;
 pub mod timings;
 pub mod types;
+mod writer;
 
 use std::sync::Arc;
 
@@ -34,7 +35,9 @@ pub struct KnowledgeBase {
     fulltext: Arc<FullTextIndex>,
     embedder: EmbedHandle,
     /// Serialises writes so SQLite and both indexes change in the same order.
-    write_lock: tokio::sync::Mutex<()>,
+    write_lock: Arc<tokio::sync::Mutex<()>>,
+    /// Stores ingested sources in groups.
+    writer: writer::GroupWriter,
     /// Parser settings from the configuration (pdfium, OCR languages).
     parse_defaults: ParseOptions,
     /// Bounds how many files are parsed at once (parsing and OCR are CPU and memory heavy).
@@ -42,7 +45,7 @@ pub struct KnowledgeBase {
     /// What scraping may reach and read.
     fetch_policy: fetch::FetchPolicy,
     /// Time spent per ingestion stage.
-    timings: timings::StageTimes,
+    timings: Arc<timings::StageTimes>,
     /// The cross-encoder, when one is installed.
     reranker: Option<RerankHandle>,
     /// The LLM, when one is installed; answers are extractive without it.
@@ -83,24 +86,35 @@ pub struct KbParts {
 }
 
 impl KnowledgeBase {
-    /// Wires the parts together; [`indexes::reconcile`] must have run on the indexes.
-    pub fn new(p: KbParts) -> Self {
-        Self {
+    /// Wires the parts together and starts the group writer's thread;
+    /// [`indexes::reconcile`] must have run on the indexes.
+    pub fn new(p: KbParts) -> std::io::Result<Self> {
+        let write_lock = Arc::new(tokio::sync::Mutex::new(()));
+        let timings = Arc::new(timings::StageTimes::default());
+        let writer = writer::GroupWriter::start(writer::Targets {
+            store: p.store.clone(),
+            vectors: p.vectors.clone(),
+            fulltext: p.fulltext.clone(),
+            write_lock: write_lock.clone(),
+            timings: timings.clone(),
+        })?;
+        Ok(Self {
             store: p.store,
             vectors: p.vectors,
             fulltext: p.fulltext,
             embedder: p.embedder,
-            write_lock: tokio::sync::Mutex::new(()),
+            write_lock,
+            writer,
             parse_defaults: p.parse_defaults,
             parse_permits: Arc::new(tokio::sync::Semaphore::new(p.max_concurrent_parses.max(1))),
             fetch_policy: p.fetch_policy,
-            timings: timings::StageTimes::default(),
+            timings,
             reranker: p.reranker,
             llm: p.llm,
             llm_defaults: p.llm_defaults,
             search_gate: admission::Gate::new("searches", p.search_gate),
             answer_gate: admission::Gate::new("answers", p.answer_gate),
-        }
+        })
     }
 
     /// The LLM, when one is loaded.
@@ -118,9 +132,10 @@ impl KnowledgeBase {
         self.reranker.as_ref()
     }
 
-    /// Time spent per ingestion stage since start-up.
+    /// Time spent per ingestion stage since start-up; embedding is the embedder's time
+    /// in bulk passes.
     pub fn stage_times(&self) -> timings::StageSnapshot {
-        self.timings.snapshot()
+        self.timings.snapshot(self.embedder.stats().bulk_busy_s)
     }
 
     /// The store (shared with the task system).

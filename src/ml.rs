@@ -12,13 +12,13 @@ pub mod reranker;
 pub mod simd;
 
 pub use embed_worker::{EmbedHandle, EmbedWorkerOptions};
-pub use embedder::{BertEmbedder, TokenCounter};
+pub use embedder::{BertEmbedder, Precision, TokenCounter};
 pub use llm::{LlmEngine, LlmHandle, LlmWorkerOptions};
 
 use thiserror::Error;
 
 /// Errors from loading or running a model.
-#[derive(Debug, Error)]
+#[derive(Debug, Clone, Error)]
 pub enum MlError {
     /// Model files are missing or malformed.
     #[error("model could not be loaded: {0}")]
@@ -46,13 +46,26 @@ impl From<candle_core::Error> for MlError {
 
 /// A text embedding model: synchronous, driven by [`EmbedHandle`] on one thread.
 pub trait Embedder: Send + 'static {
+    /// Embeds token sequences (as [`TokenCounter::encode`] gives them), one
+    /// L2-normalised vector each, in order. `pause` is called between steps of the work
+    /// (between layers); the caller may run short, urgent passes through this same
+    /// model from inside it.
+    fn embed_tokens(
+        &self,
+        seqs: &[&[u32]],
+        pause: &mut dyn FnMut(),
+    ) -> Result<Vec<Vec<f32>>, MlError>;
     /// Embeds `texts`, one L2-normalised vector per text, in order.
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, MlError>;
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, MlError> {
+        let seqs = self.token_counter().encode_batch(texts)?;
+        let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
+        self.embed_tokens(&refs, &mut || {})
+    }
     /// Vector dimension.
     fn dim(&self) -> usize;
     /// Tokens per text the model sees (longer texts are truncated), special tokens included.
     fn max_tokens(&self) -> usize;
-    /// Counts tokens the way the model does, for chunk sizing and batching.
+    /// Counts and encodes tokens the way the model does, for chunk sizing and batching.
     fn token_counter(&self) -> TokenCounter;
     /// Short model name for stats and logs.
     fn name(&self) -> &str;

@@ -45,17 +45,22 @@ impl AppState {
 
             let model_dir = cfg.embedding_model_dir();
             let started = std::time::Instant::now();
-            let model = BertEmbedder::load(&model_dir, device::best_device(), cfg.embed_batch_size).with_context(|| {
+            let model = BertEmbedder::load_with(&model_dir, device::best_device(), cfg.embed_batch_size, cfg.embed_precision).with_context(|| {
                 format!(
                     "loading the embedder from {} (run scripts/setup.sh to install it)",
                     model_dir.display()
                 )
             })?;
-            tracing::info!(model = %model_dir.display(), elapsed_ms = started.elapsed().as_millis() as u64, "embedder loaded");
+            tracing::info!(model = %model_dir.display(), arithmetic = model.arithmetic(), elapsed_ms = started.elapsed().as_millis() as u64, "embedder loaded");
             let dim = crate::ml::Embedder::dim(&model);
             let embedder = EmbedHandle::spawn(
                 model,
-                EmbedWorkerOptions { queue_capacity: cfg.embed_queue_capacity, max_texts_per_call: cfg.embed_batch_size * 4 },
+                EmbedWorkerOptions {
+                    queue_capacity: cfg.embed_queue_capacity,
+                    max_batch_tokens: cfg.embed_batch_tokens,
+                    max_batch_texts: cfg.embed_batch_size,
+                    ..EmbedWorkerOptions::default()
+                },
             )?;
 
             let reranker = load_reranker(&cfg)?;
@@ -99,7 +104,7 @@ impl AppState {
                     queue: cfg.answer_queue,
                     max_wait: Duration::from_secs(cfg.max_queue_wait_secs),
                 },
-            }))
+            })?)
         })
         .await??;
         let kb = Arc::new(kb);
@@ -185,13 +190,13 @@ fn load_reranker(cfg: &Config) -> anyhow::Result<Option<RerankHandle>> {
         tracing::info!(dir = %dir.display(), "no reranker model; results are not reranked");
         return Ok(None);
     }
-    let model = CrossEncoder::load(&dir, device::best_device())
+    let model = CrossEncoder::load_with(&dir, device::best_device(), cfg.embed_precision)
         .with_context(|| format!("loading the reranker from {}", dir.display()))?;
     let name = dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    tracing::info!(model = %name, "reranker loaded");
+    tracing::info!(model = %name, arithmetic = model.arithmetic(), "reranker loaded");
     Ok(Some(RerankHandle::spawn(model, name, 64)?))
 }
 

@@ -126,6 +126,25 @@ impl Store {
     }
 }
 
+/// Runs `f` inside a savepoint of `tx`: if it fails, its changes alone are undone and
+/// the enclosing transaction goes on (a group commit keeps each source atomic this way).
+pub fn savepoint<T>(
+    tx: &rusqlite::Transaction<'_>,
+    f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>,
+) -> Result<T> {
+    tx.execute_batch("SAVEPOINT ragd_item")?;
+    match f(tx) {
+        Ok(v) => {
+            tx.execute_batch("RELEASE ragd_item")?;
+            Ok(v)
+        }
+        Err(e) => {
+            tx.execute_batch("ROLLBACK TO ragd_item; RELEASE ragd_item")?;
+            Err(e)
+        }
+    }
+}
+
 /// Maps "no row" to `NotFound(what)`.
 pub(crate) fn not_found(e: rusqlite::Error, what: impl FnOnce() -> String) -> Error {
     match e {

@@ -2,7 +2,9 @@
 //! upload, async tasks and concurrent searches run, then restarted on the same data
 //! directory, many times. After each restart: every source is whole or absent, no chunk
 //! lacks its source, both indexes agree with SQLite, every acknowledged task ends completed
-//! or failed with a reason, and no search is ever answered with a 5xx.
+//! or failed with a reason, and no search is ever answered with a 5xx. A second test kills
+//! a bulk upload between its group commits: everything acknowledged (answered requests,
+//! sources reported stored) survives.
 
 mod common;
 
@@ -16,6 +18,8 @@ use serde_json::Value;
 struct Server {
     child: Child,
     base: String,
+    /// The server's log lines, parsed, as they come.
+    logs: std::sync::mpsc::Receiver<Value>,
 }
 
 fn start(data: &Path) -> Server {
@@ -42,10 +46,18 @@ fn start(data: &Path) -> Server {
         if v["fields"]["message"] == "ragd listening" {
             let addr = v["fields"]["addr"].as_str().expect("addr").to_owned();
             // Keep draining the log so the server never blocks on a full pipe.
-            std::thread::spawn(move || for _ in lines.by_ref() {});
+            let (tx, logs) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                for line in lines.by_ref().map_while(Result::ok) {
+                    if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                        let _ = tx.send(v);
+                    }
+                }
+            });
             return Server {
                 child,
                 base: format!("http://{addr}"),
+                logs,
             };
         }
     }
@@ -275,6 +287,147 @@ async fn survives_sigkill_at_random_moments() {
         .await
         .unwrap();
     assert!(hit["count"].as_u64().unwrap() > 0);
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+}
+
+/// Names of the stored sources, read from SQLite.
+fn stored_sources(data: &Path) -> Vec<String> {
+    let c = rusqlite::Connection::open_with_flags(
+        data.join("ragd.sqlite"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let mut st = c.prepare("SELECT source FROM sources").unwrap();
+    let names = st
+        .query_map([], |r| r.get::<_, String>(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    names
+}
+
+/// The answer to a bulk upload, or `None` if the server went away first.
+async fn bulk_upload(
+    client: &reqwest::Client,
+    base: &str,
+    files: Vec<(String, Vec<u8>)>,
+) -> Option<Value> {
+    let mut form = reqwest::multipart::Form::new();
+    for (name, bytes) in files {
+        form = form.part(
+            "files",
+            reqwest::multipart::Part::bytes(bytes).file_name(name),
+        );
+    }
+    let r = client
+        .post(format!("{base}/api/v1/upload/bulk"))
+        .multipart(form)
+        .send()
+        .await
+        .ok()?;
+    r.json().await.ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bulk_upload_killed_mid_group_loses_only_unacknowledged_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_path_buf();
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(120))
+        .build()
+        .unwrap();
+    let mut rng = Lcg(0xb01c);
+    // Sources the server acknowledged: in answered requests, or logged as stored.
+    let mut acknowledged: Vec<String> = Vec::new();
+    let mut partial_rounds = 0;
+    for round in 0..2 {
+        let s = start(&data);
+        // One whole request, answered: acknowledged.
+        let files: Vec<(String, Vec<u8>)> = (0..4)
+            .map(|i| (format!("done-{round}-{i}.md"), doc(round + 50, i)))
+            .collect();
+        let r = bulk_upload(&client, &s.base, files)
+            .await
+            .expect("answered");
+        assert_eq!(r["successful"], 4, "{r}");
+        acknowledged.extend((0..4).map(|i| format!("done-{round}-{i}.md")));
+
+        // A larger one, killed after its first group commit, while more are written.
+        let files: Vec<(String, Vec<u8>)> = (0..30)
+            .map(|i| (format!("killed-{round}-{i}.md"), doc(round + 60, i)))
+            .collect();
+        let in_flight = {
+            let (client, base) = (client.clone(), s.base.clone());
+            tokio::spawn(async move { bulk_upload(&client, &base, files).await })
+        };
+        let mut s = s;
+        let deadline = Instant::now() + Duration::from_secs(300);
+        let mut stored_now: Vec<String> = Vec::new();
+        loop {
+            assert!(Instant::now() < deadline, "no group was committed");
+            let Ok(v) = s.logs.recv_timeout(Duration::from_millis(100)) else {
+                continue;
+            };
+            let message = v["fields"]["message"].as_str().unwrap_or_default();
+            if message == "source ingested" {
+                let name = v["span"]["source"].as_str().unwrap_or_default().to_owned();
+                if name.starts_with("killed-") {
+                    stored_now.push(name);
+                }
+            }
+            if message == "group committed" && !stored_now.is_empty() {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(rng.next(40)));
+        s.child.kill().unwrap(); // SIGKILL, between or inside group commits
+        s.child.wait().unwrap();
+        // Sources whose storing was logged before the kill were acknowledged too.
+        while let Ok(v) = s.logs.try_recv() {
+            if v["fields"]["message"] == "source ingested" {
+                if let Some(name) = v["span"]["source"].as_str() {
+                    stored_now.push(name.to_owned());
+                }
+            }
+        }
+        // Should the answer have come before the kill, the whole request is acknowledged.
+        if let Ok(Some(r)) = in_flight.await {
+            if r["successful"] == 30 {
+                stored_now.extend((0..30).map(|i| format!("killed-{round}-{i}.md")));
+            }
+        }
+        acknowledged.extend(stored_now);
+        check_store(&data);
+        let stored = stored_sources(&data);
+        for name in &acknowledged {
+            assert!(stored.contains(name), "acknowledged {name} was lost");
+        }
+        let lost = (0..30)
+            .filter(|i| !stored.contains(&format!("killed-{round}-{i}.md")))
+            .count();
+        partial_rounds += usize::from(lost > 0);
+        eprintln!(
+            "round {round}: {} acknowledged, {lost} unacknowledged lost",
+            acknowledged.len()
+        );
+    }
+    assert!(
+        partial_rounds > 0,
+        "no kill landed while the bulk request was still being written"
+    );
+    // After a restart the indexes are rebuilt to agree with the store, and what was
+    // lost can simply be sent again.
+    let mut s = start(&data);
+    let ready: Value = client
+        .get(format!("{}/api/v1/health/ready", s.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(ready["components"][1]["healthy"], true, "{ready}");
     s.child.kill().unwrap();
     s.child.wait().unwrap();
 }

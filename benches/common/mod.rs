@@ -67,3 +67,29 @@ pub fn text_of_tokens(count: impl Fn(&str) -> usize, tokens: usize, seed: usize)
     }
     words.join(" ")
 }
+
+/// A random-weight cross-encoder of cross-encoder/ms-marco-MiniLM-L-6-v2's exact shape,
+/// written under `dir` (the tokenizer is the installed embedder's: the same vocabulary).
+pub fn random_minilm_cross_encoder(dir: &Path) -> PathBuf {
+    let model = dir.join("ms-marco-MiniLM-L-6-v2-shape-random");
+    ragd::ml::reranker::write_random_cross_encoder_shaped(
+        &model,
+        &embedder_dir().join("tokenizer.json"),
+        ragd::ml::reranker::CrossEncoderShape::MINILM_L6,
+    )
+    .expect("write the random cross-encoder (run scripts/setup.sh for the tokenizer)");
+    model
+}
+
+/// The first `words` words of each of the peers' first `n` passages.
+pub fn passage_heads(n: usize, words: usize) -> Vec<String> {
+    peer_passages(n)
+        .iter()
+        .map(|p| {
+            p.split_whitespace()
+                .take(words)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}

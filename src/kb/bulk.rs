@@ -1,6 +1,8 @@
-//! Many files at once (`/upload/bulk`, `/upload/bulk/zip`): each ingested on its own,
-//! two in flight so that parsing the next overlaps embedding the current one; and the
-//! hostile-ZIP rules for archives.
+//! Many files at once (`/upload/bulk`, `/upload/bulk/zip`): every file goes through
+//! ingestion's stages side by side with the others (parsing bounded by the parse
+//! permits), so their chunks share the embedder's passes and their writes share group
+//! commits, while each file stays atomic and has its own outcome; and the hostile-ZIP
+//! rules for archives.
 
 use std::io::Read as _;
 
@@ -130,8 +132,13 @@ pub fn unzip(bytes: &[u8], limits: ZipLimits) -> Result<Vec<(String, Vec<u8>)>> 
     Ok(out)
 }
 
+/// Files of one request in flight at once: enough that the embedder's queue never runs
+/// dry while some files are being parsed or stored.
+const FILES_IN_FLIGHT: usize = 64;
+
 impl KnowledgeBase {
-    /// Ingests each file; failures are reported per file, not as a whole.
+    /// Ingests each file; failures are reported per file, not as a whole, in the order
+    /// the files were sent.
     #[tracing::instrument(skip_all, fields(files = files.len()))]
     pub async fn ingest_many(&self, files: Vec<(String, Vec<u8>)>, section: String) -> BulkResult {
         let started = std::time::Instant::now();
@@ -150,7 +157,7 @@ impl KnowledgeBase {
                     (filename, r)
                 }
             })
-            .buffered(2)
+            .buffered(FILES_IN_FLIGHT)
             .collect()
             .await;
         let mut out = BulkResult {

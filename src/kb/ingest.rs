@@ -1,5 +1,8 @@
-//! Ingestion of one file: parse -> chunk -> detect language -> embed -> write SQLite,
-//! then the derived indexes. Duplicate and update-in-place rules follow DECISIONS.md.
+//! Ingestion of one source, as a pipeline of stages that many sources go through at
+//! once: parse -> chunk -> detect language -> tokenize (on a blocking thread), embed (the
+//! embedder's bulk queue, whose passes mix the chunks of every source waiting), store
+//! (the group writer: SQLite, then both derived indexes). Duplicate and update-in-place
+//! rules follow DECISIONS.md.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -9,11 +12,11 @@ use sha2::{Digest, Sha256};
 
 use super::search::searchable;
 use super::timings::Stage;
+use super::writer::{SourceWrite, Written};
 use super::{IngestionResult, KnowledgeBase};
 use crate::chunk::{self, RetrievalChunk};
 use crate::error::{Error, Result};
 use crate::parse::{self, language, Format};
-use crate::retrieval::fulltext::FtDoc;
 use crate::store::{chunks as repo, NewChunk, SourceRow};
 
 /// A file to ingest.
@@ -49,13 +52,15 @@ pub fn clean_filename(name: &str) -> Result<String> {
     Ok(base.to_owned())
 }
 
-/// Chunks prepared outside the write lock.
-struct Prepared {
-    title: String,
-    chunks: Vec<RetrievalChunk>,
-    languages: Vec<String>,
+/// A source parsed, chunked and tokenized: everything but its vectors.
+pub(super) struct Prepared {
+    pub title: String,
+    pub chunks: Vec<RetrievalChunk>,
+    pub languages: Vec<String>,
     /// Hash of each chunk's embedding input.
-    hashes: Vec<String>,
+    pub hashes: Vec<String>,
+    /// Each distinct embedding input the stored version lacks: its hash and token ids.
+    pub to_embed: Vec<(String, Vec<u32>)>,
 }
 
 /// Where a source came from.
@@ -66,7 +71,7 @@ pub enum SourceType {
 }
 
 impl SourceType {
-    fn as_str(self) -> &'static str {
+    pub(super) fn as_str(self) -> &'static str {
         match self {
             SourceType::File => "file",
             SourceType::Url => "url",
@@ -115,7 +120,7 @@ impl KnowledgeBase {
     }
 
     /// Parses, chunks, embeds and stores one source; a source is either written whole
-    /// (SQLite in one transaction, then both indexes) or not at all.
+    /// (SQLite, then both indexes) or not at all, and the answer comes once it is durable.
     #[tracing::instrument(skip_all, fields(source = %src.name, bytes = src.bytes.len(), task = ?src.task))]
     pub async fn ingest(&self, src: IngestSource) -> Result<IngestionResult> {
         let started = std::time::Instant::now();
@@ -148,15 +153,18 @@ impl KnowledgeBase {
                 f(p)
             }
         };
+        // An early check saves parsing and embedding; the writer checks again.
         if src.check_duplicates {
             if let Some(dup) = self.content_duplicate(&content_hash).await? {
                 tracing::info!(existing = %dup.0.source, "duplicate content; nothing written");
                 return Ok(duplicate_result(base, dup));
             }
         }
+        // What the stored version already has is not embedded again.
+        let mut vectors = self.stored_vectors(&name).await?;
 
         let t_parse = std::time::Instant::now();
-        let prepared = {
+        let mut prepared = {
             let _permit = self
                 .parse_permits
                 .acquire()
@@ -165,10 +173,20 @@ impl KnowledgeBase {
             let counter = self.embedder.token_counter().clone();
             let window = self.embedder.max_tokens();
             let opts = self.parse_defaults.clone();
+            let known: HashSet<String> = vectors.keys().cloned().collect();
             let (n, format, bytes, hint) =
                 (name.clone(), src.format, src.bytes, src.title_hint.clone());
             tokio::task::spawn_blocking(move || {
-                prepare(&n, format, &bytes, &opts, &counter, window, hint)
+                let input = PrepareInput {
+                    name: &n,
+                    format,
+                    bytes: &bytes,
+                    opts: &opts,
+                    counter: &counter,
+                    window,
+                    title_hint: hint,
+                };
+                prepare(input, &known)
             })
             .await??
         };
@@ -176,68 +194,54 @@ impl KnowledgeBase {
         self.timings.add(Stage::Parse, parse_time);
         tracing::debug!(chunks = prepared.chunks.len(), "parsed and chunked");
         report(0.4);
-        let t_embed = std::time::Instant::now();
 
-        // Embed what the stored version does not already have, outside the write lock.
-        let mut vectors = self.stored_vectors(&name).await?;
-        let fresh = self.embed_missing(&prepared, &vectors).await?;
-        vectors.extend(fresh);
-        let mut embed_time = t_embed.elapsed();
+        let t_embed = std::time::Instant::now();
+        let (hashes, seqs): (Vec<String>, Vec<Vec<u32>>) =
+            std::mem::take(&mut prepared.to_embed).into_iter().unzip();
+        let fresh = self.embedder.embed_bulk(seqs).await?;
+        vectors.extend(hashes.into_iter().zip(fresh));
+        let embed_time = t_embed.elapsed();
         report(0.8);
 
-        let _guard = self.write_lock.lock().await;
-        // Re-check under the lock: another request may have written meanwhile.
-        if src.check_duplicates {
-            if let Some(dup) = self.content_duplicate(&content_hash).await? {
-                return Ok(duplicate_result(base, dup));
-            }
-        }
-        let previous = {
-            let f = name.clone();
-            self.store
-                .read(move |c| repo::source_by_name(c, &f))
-                .await?
-        };
-        // Vectors stored meanwhile are reused; anything still missing is embedded now.
-        vectors.extend(self.stored_vectors(&name).await?);
-        let t_late = std::time::Instant::now();
-        let late = self.embed_missing(&prepared, &vectors).await?;
-        vectors.extend(late);
-        embed_time += t_late.elapsed();
-        self.timings.add(Stage::Embed, embed_time);
         let t_store = std::time::Instant::now();
-
-        let now = crate::time::now_iso();
-        let source = SourceRow {
-            id: previous
-                .as_ref()
-                .map(|p| p.id.clone())
-                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
-            source: name.clone(),
-            source_type: src.source_type.as_str().into(),
-            title: prepared.title.clone(),
-            file_type: file_type(src.format, &name),
-            section: section.clone(),
-            content_hash: content_hash.clone(),
-            chunk_count: prepared.chunks.len() as i64,
-            created_at: previous
-                .as_ref()
-                .map(|p| p.created_at.clone())
-                .unwrap_or_else(|| now.clone()),
-            updated_at: now.clone(),
-        };
-        let rows = build_rows(&source, &prepared, &vectors, &now)?;
-        let result = self.write_source(source, rows, src.task.clone()).await?;
+        let chunks = prepared.chunks.len();
+        let title = prepared.title.clone();
+        let written = self
+            .writer
+            .write(SourceWrite {
+                name: name.clone(),
+                source_type: src.source_type,
+                file_type: file_type(src.format, &name),
+                section,
+                content_hash,
+                check_duplicates: src.check_duplicates,
+                task: src.task.clone(),
+                prepared,
+                vectors,
+            })
+            .await?;
         let store_time = t_store.elapsed();
-        self.timings.add(Stage::Store, store_time);
-        self.timings.count(prepared.chunks.len() as u64);
         report(1.0);
 
+        let (previous, added, updated, skipped, removed, first_chunk_id) = match written {
+            Written::Duplicate(existing, first) => {
+                tracing::info!(existing = %existing.source, "duplicate content; nothing written");
+                return Ok(duplicate_result(base, (existing, first)));
+            }
+            Written::Stored {
+                previous,
+                added,
+                updated,
+                skipped,
+                removed,
+                first_chunk_id,
+            } => (previous, added, updated, skipped, removed, first_chunk_id),
+        };
         let mut out = IngestionResult {
-            title: prepared.title,
-            chunks_added: result.added as u64,
-            chunks_updated: result.updated as u64,
-            chunks_skipped: result.skipped as u64,
+            title,
+            chunks_added: added as u64,
+            chunks_updated: updated as u64,
+            chunks_skipped: skipped as u64,
             ..base
         };
         if let Some(prev) = previous {
@@ -246,21 +250,21 @@ impl KnowledgeBase {
                 SourceType::File => "filepath".into(),
                 SourceType::Url => "url".into(),
             });
-            out.existing_doc_id = result.first_chunk_id;
+            out.existing_doc_id = first_chunk_id;
             out.existing_doc_title = Some(prev.title);
             out.duplicate_message = Some(format!(
                 "'{name}' was already stored; updated in place \
-                 ({} added, {} updated, {} unchanged, {} removed)",
-                result.added, result.updated, result.skipped, result.removed
+                 ({added} added, {updated} updated, {skipped} unchanged, {removed} removed)"
             ));
         }
         tracing::info!(
+            chunks,
             chunks_added = out.chunks_added,
             chunks_updated = out.chunks_updated,
             chunks_skipped = out.chunks_skipped,
             parse_ms = parse_time.as_millis() as u64,
-            embed_ms = embed_time.as_millis() as u64,
-            store_ms = store_time.as_millis() as u64,
+            embed_wait_ms = embed_time.as_millis() as u64,
+            store_wait_ms = store_time.as_millis() as u64,
             elapsed_ms = started.elapsed().as_millis() as u64,
             "source ingested"
         );
@@ -309,91 +313,10 @@ impl KnowledgeBase {
             })
             .await
     }
-
-    /// Embeds each distinct chunk whose hash is not in `have`; returns hash -> vector.
-    async fn embed_missing(
-        &self,
-        p: &Prepared,
-        have: &HashMap<String, Vec<f32>>,
-    ) -> Result<HashMap<String, Vec<f32>>> {
-        let mut seen = HashSet::new();
-        let (hashes, inputs): (Vec<String>, Vec<String>) = p
-            .chunks
-            .iter()
-            .zip(&p.hashes)
-            .filter(|(_, h)| !have.contains_key(*h) && seen.insert((*h).clone()))
-            .map(|(c, h)| (h.clone(), searchable(&c.embed_input())))
-            .unzip();
-        if inputs.is_empty() {
-            return Ok(HashMap::new());
-        }
-        let vectors = self.embedder.embed(inputs).await?;
-        Ok(hashes.into_iter().zip(vectors).collect())
-    }
-
-    /// Writes a source and its chunks in one transaction, then the derived indexes.
-    async fn write_source(
-        &self,
-        source: SourceRow,
-        rows: Vec<NewChunk>,
-        task: Option<String>,
-    ) -> Result<WriteOutcome> {
-        let store = self.store.clone();
-        let (vectors, fulltext) = (self.vectors.clone(), self.fulltext.clone());
-        tokio::task::spawn_blocking(move || -> Result<WriteOutcome> {
-            let (diff, generation) = store.write_sync(|tx| {
-                if let Some(t) = &task {
-                    if !crate::store::tasks::is_running(tx, t)? {
-                        return Err(Error::Cancelled);
-                    }
-                }
-                repo::upsert_source(tx, &source)?;
-                let diff = repo::replace_chunks(tx, &source.id, &rows)?;
-                Ok((diff, repo::bump_generation(tx)?))
-            })?;
-            let upsert: Vec<(u64, &[f32])> = diff
-                .upserted
-                .iter()
-                .map(|&(k, i)| (k, rows[i].embedding.as_slice()))
-                .collect();
-            vectors.apply(&diff.removed, &upsert, generation)?;
-            let texts: Vec<String> = diff
-                .upserted
-                .iter()
-                .map(|&(_, i)| searchable(&rows[i].text))
-                .collect();
-            let docs: Vec<FtDoc<'_>> = diff
-                .upserted
-                .iter()
-                .zip(&texts)
-                .map(|(&(key, i), text)| FtDoc {
-                    key,
-                    chunk_id: &rows[i].id,
-                    text,
-                })
-                .collect();
-            fulltext.apply(&diff.removed, &docs, generation)?;
-            Ok(WriteOutcome {
-                added: diff.added,
-                updated: diff.updated,
-                skipped: diff.skipped,
-                removed: diff.removed.len(),
-                first_chunk_id: rows.first().map(|r| r.id.clone()),
-            })
-        })
-        .await?
-    }
 }
 
-struct WriteOutcome {
-    added: usize,
-    updated: usize,
-    skipped: usize,
-    removed: usize,
-    first_chunk_id: Option<String>,
-}
-
-fn build_rows(
+/// Rows of a source's chunks, each with its vector from `vectors` (by text hash).
+pub(super) fn build_rows(
     source: &SourceRow,
     p: &Prepared,
     vectors: &HashMap<String, Vec<f32>>,
@@ -455,17 +378,48 @@ fn duplicate_result(
     }
 }
 
-/// Parses and chunks on a blocking thread: everything ingestion needs before embedding.
-fn prepare(
+/// The texts ingestion embeds for a file (its chunks' embedding inputs, in order), for
+/// benchmarks that run the embedder alone on the same chunks as ingestion.
+pub fn embedding_inputs(
     name: &str,
-    format: Format,
     bytes: &[u8],
     opts: &parse::ParseOptions,
     counter: &crate::ml::TokenCounter,
     window: usize,
+) -> Result<Vec<String>> {
+    let format = Format::for_filename(name).map_err(|e| Error::bad_request(e.to_string()))?;
+    let input = PrepareInput {
+        name,
+        format,
+        bytes,
+        opts,
+        counter,
+        window,
+        title_hint: None,
+    };
+    let p = prepare(input, &HashSet::new())?;
+    Ok(p.chunks
+        .iter()
+        .map(|c| searchable(&c.embed_input()))
+        .collect())
+}
+
+/// What [`prepare`] works from.
+struct PrepareInput<'a> {
+    name: &'a str,
+    format: Format,
+    bytes: &'a [u8],
+    opts: &'a parse::ParseOptions,
+    counter: &'a crate::ml::TokenCounter,
+    window: usize,
     title_hint: Option<String>,
-) -> Result<Prepared> {
-    let mut doc = parse::parse(format, bytes, opts)
+}
+
+/// Parses, chunks and tokenizes on a blocking thread: everything ingestion needs before
+/// embedding. Inputs whose hash is in `known` (already embedded) are not tokenized.
+fn prepare(input: PrepareInput<'_>, known: &HashSet<String>) -> Result<Prepared> {
+    let (name, counter) = (input.name, input.counter);
+    let mut doc = parse::parse(input.format, input.bytes, input.opts)
         .map_err(|e| Error::bad_request(format!("{name}: {e}")))?;
     // Stored text stays true to the source: only whitespace and hyphenation are repaired.
     parse::clean::clean_document(
@@ -475,7 +429,7 @@ fn prepare(
             normalize_arabic: false,
         },
     );
-    let chunks = chunk::for_retrieval(&doc, counter, window);
+    let chunks = chunk::for_retrieval(&doc, counter, input.window);
     if chunks.is_empty() {
         return Err(Error::bad_request(format!("{name}: no text to index")));
     }
@@ -494,20 +448,29 @@ fn prepare(
                 .unwrap_or_else(|| doc_lang.clone())
         })
         .collect();
-    let hashes = chunks
+    let inputs: Vec<String> = chunks
         .iter()
-        .map(|c| sha256_hex(searchable(&c.embed_input()).as_bytes()))
+        .map(|c| searchable(&c.embed_input()))
         .collect();
+    let hashes: Vec<String> = inputs.iter().map(|t| sha256_hex(t.as_bytes())).collect();
+    let mut seen = HashSet::new();
+    let to_embed = hashes
+        .iter()
+        .zip(&inputs)
+        .filter(|(h, _)| !known.contains(*h) && seen.insert(h.as_str()))
+        .map(|(h, text)| Ok((h.clone(), counter.encode(text)?)))
+        .collect::<Result<Vec<_>>>()?;
     let title = doc
         .title
         .clone()
-        .or(title_hint)
+        .or(input.title_hint)
         .unwrap_or_else(|| file_stem(name));
     Ok(Prepared {
         title,
         chunks,
         languages,
         hashes,
+        to_embed,
     })
 }
 

@@ -1,11 +1,19 @@
-//! Drives an [`Embedder`] on one OS thread. Requests arrive on a bounded channel with a
-//! one-shot reply each; whatever is waiting is gathered into one batch. A full queue is
-//! an immediate [`MlError::Overloaded`], never an unbounded pile-up.
+//! Drives an [`Embedder`] on one OS thread, as text-embeddings-inference does. Requests
+//! wait in two queues, interactive (a search query, a health probe) ahead of bulk
+//! (ingestion). Each forward pass takes sequences from the front of the bulk queue until
+//! a token budget is full, so the chunks of many sources share passes and a large request
+//! spans several. An interactive request that arrives during a bulk pass runs between
+//! two of its layers. A full interactive queue is an immediate [`MlError::Overloaded`];
+//! bulk callers wait for room instead (backpressure on ingestion, never an error).
 
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+mod batch;
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use tokio::sync::oneshot;
+use parking_lot::{Condvar, Mutex};
+use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument as _;
 
 use super::{Embedder, MlError, TokenCounter};
@@ -13,167 +21,247 @@ use super::{Embedder, MlError, TokenCounter};
 /// Tuning of the embedding worker.
 #[derive(Debug, Clone, Copy)]
 pub struct EmbedWorkerOptions {
-    /// Requests that may wait; more fail fast.
+    /// Interactive requests that may wait; more fail fast.
     pub queue_capacity: usize,
-    /// Most texts gathered into one call of the model.
-    pub max_texts_per_call: usize,
+    /// Bulk sequences that may wait; further bulk callers wait for room.
+    pub bulk_capacity: usize,
+    /// Most tokens in one forward pass (sequences are packed: the sum of their lengths).
+    pub max_batch_tokens: usize,
+    /// Most sequences in one forward pass.
+    pub max_batch_texts: usize,
+}
+
+impl Default for EmbedWorkerOptions {
+    fn default() -> Self {
+        Self {
+            queue_capacity: 1024,
+            bulk_capacity: 4096,
+            max_batch_tokens: 8192,
+            max_batch_texts: 32,
+        }
+    }
 }
 
 type Reply = Result<Vec<Vec<f32>>, MlError>;
 
-struct Request {
-    texts: Vec<String>,
+/// What a request carries: texts (tokenized by the worker; interactive requests are
+/// short) or token ids (tokenized by the caller on its own thread).
+enum Input {
+    Texts(Vec<String>),
+    Tokens(Vec<Vec<u32>>),
+}
+
+/// One request, as queued.
+struct Job {
+    input: Input,
     reply: oneshot::Sender<Reply>,
     span: tracing::Span,
+    /// A bulk request's share of the bulk queue, given back when it is answered.
+    room: Option<OwnedSemaphorePermit>,
+}
+
+#[derive(Default)]
+struct Queues {
+    interactive: VecDeque<Job>,
+    bulk: VecDeque<Job>,
+    closed: bool,
+}
+
+/// Counters of the worker's work since start-up.
+#[derive(Debug, Default)]
+struct Counters {
+    passes: AtomicU64,
+    sequences: AtomicU64,
+    tokens: AtomicU64,
+    busy_ns: AtomicU64,
+    bulk_busy_ns: AtomicU64,
+}
+
+/// A copy of the worker's counters.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct EmbedStats {
+    /// Forward passes run.
+    pub passes: u64,
+    /// Sequences embedded.
+    pub sequences: u64,
+    /// Tokens embedded.
+    pub tokens: u64,
+    /// Seconds spent in forward passes.
+    pub busy_s: f64,
+    /// Of which in bulk passes (ingestion).
+    pub bulk_busy_s: f64,
 }
 
 struct Shared {
-    tx: SyncSender<Request>,
+    queues: Mutex<Queues>,
+    wake: Condvar,
+    bulk_room: Arc<Semaphore>,
+    opts: EmbedWorkerOptions,
+    counters: Counters,
     dim: usize,
     max_tokens: usize,
     counter: TokenCounter,
     name: String,
 }
 
+impl Shared {
+    /// Stops the worker once the queues are empty; later requests fail.
+    fn close(&self) {
+        self.queues.lock().closed = true;
+        self.bulk_room.close();
+        self.wake.notify_all();
+    }
+}
+
+/// Owned by the handles only: when the last handle goes, the worker stops.
+struct Owner {
+    shared: Arc<Shared>,
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        self.shared.close();
+    }
+}
+
 /// A cheap, cloneable handle to the embedding worker thread.
 #[derive(Clone)]
 pub struct EmbedHandle {
-    shared: Arc<Shared>,
+    owner: Arc<Owner>,
+}
+
+/// Whose work a request is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Priority {
+    Interactive,
+    Bulk,
 }
 
 impl EmbedHandle {
     /// Moves `model` onto a new thread and returns the handle that feeds it.
     pub fn spawn<E: Embedder>(model: E, opts: EmbedWorkerOptions) -> std::io::Result<Self> {
-        let (tx, rx) = sync_channel(opts.queue_capacity.max(1));
-        let shared = Shared {
-            tx,
+        let opts = EmbedWorkerOptions {
+            queue_capacity: opts.queue_capacity.max(1),
+            bulk_capacity: opts.bulk_capacity.max(1),
+            max_batch_tokens: opts.max_batch_tokens.max(1),
+            max_batch_texts: opts.max_batch_texts.max(1),
+        };
+        let shared = Arc::new(Shared {
+            queues: Mutex::new(Queues::default()),
+            wake: Condvar::new(),
+            bulk_room: Arc::new(Semaphore::new(opts.bulk_capacity)),
+            opts,
+            counters: Counters::default(),
             dim: model.dim(),
             max_tokens: model.max_tokens(),
             counter: model.token_counter(),
             name: model.name().to_owned(),
-        };
+        });
+        let worker = shared.clone();
         std::thread::Builder::new()
             .name("ragd-embedder".into())
-            .spawn(move || worker_loop(model, rx, opts.max_texts_per_call.max(1)))?;
+            .spawn(move || batch::run(model, worker))?;
         Ok(Self {
-            shared: Arc::new(shared),
+            owner: Arc::new(Owner { shared }),
         })
     }
 
-    /// Embeds `texts` (in order). Fails fast with `Overloaded` when the queue is full.
+    fn shared(&self) -> &Shared {
+        &self.owner.shared
+    }
+
+    /// Embeds `texts` (in order) ahead of any bulk work: for queries and probes. Fails
+    /// fast with `Overloaded` when the interactive queue is full.
     pub async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, MlError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        let rx = self.submit(texts)?;
+        let rx = self.submit(Input::Texts(texts), Priority::Interactive, None)?;
         rx.instrument(tracing::debug_span!("await_embedding"))
             .await
             .map_err(|_| MlError::WorkerGone)?
     }
 
-    /// Like [`embed`](Self::embed), for callers on a blocking thread.
-    pub fn embed_blocking(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, MlError> {
-        if texts.is_empty() {
+    /// Embeds token sequences from [`TokenCounter::encode`] (in order) as bulk work,
+    /// batched with other callers' sequences. Waits while the bulk queue is full.
+    pub async fn embed_bulk(&self, seqs: Vec<Vec<u32>>) -> Result<Vec<Vec<f32>>, MlError> {
+        if seqs.is_empty() {
             return Ok(Vec::new());
         }
-        self.submit(texts)?
-            .blocking_recv()
+        let want = seqs.len().min(self.shared().opts.bulk_capacity) as u32;
+        let room = self
+            .shared()
+            .bulk_room
+            .clone()
+            .acquire_many_owned(want)
+            .await
+            .map_err(|_| MlError::WorkerGone)?;
+        let rx = self.submit(Input::Tokens(seqs), Priority::Bulk, Some(room))?;
+        rx.instrument(tracing::debug_span!("await_embedding"))
+            .await
             .map_err(|_| MlError::WorkerGone)?
     }
 
-    fn submit(&self, texts: Vec<String>) -> Result<oneshot::Receiver<Reply>, MlError> {
+    fn submit(
+        &self,
+        input: Input,
+        priority: Priority,
+        room: Option<OwnedSemaphorePermit>,
+    ) -> Result<oneshot::Receiver<Reply>, MlError> {
         let (reply, rx) = oneshot::channel();
-        let req = Request {
-            texts,
+        let job = Job {
+            input,
             reply,
             span: tracing::Span::current(),
+            room,
         };
-        match self.shared.tx.try_send(req) {
-            Ok(()) => Ok(rx),
-            Err(TrySendError::Full(_)) => Err(MlError::Overloaded),
-            Err(TrySendError::Disconnected(_)) => Err(MlError::WorkerGone),
+        let shared = self.shared();
+        let mut q = shared.queues.lock();
+        if q.closed {
+            return Err(MlError::WorkerGone);
+        }
+        match priority {
+            Priority::Interactive if q.interactive.len() >= shared.opts.queue_capacity => {
+                return Err(MlError::Overloaded)
+            }
+            Priority::Interactive => q.interactive.push_back(job),
+            Priority::Bulk => q.bulk.push_back(job),
+        }
+        drop(q);
+        shared.wake.notify_one();
+        Ok(rx)
+    }
+
+    /// What the worker has done since start-up.
+    pub fn stats(&self) -> EmbedStats {
+        let c = &self.shared().counters;
+        let secs = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64 / 1e9;
+        EmbedStats {
+            passes: c.passes.load(Ordering::Relaxed),
+            sequences: c.sequences.load(Ordering::Relaxed),
+            tokens: c.tokens.load(Ordering::Relaxed),
+            busy_s: secs(&c.busy_ns),
+            bulk_busy_s: secs(&c.bulk_busy_ns),
         }
     }
 
     /// Vector dimension.
     pub fn dim(&self) -> usize {
-        self.shared.dim
+        self.shared().dim
     }
 
     /// Token window of the model, special tokens included.
     pub fn max_tokens(&self) -> usize {
-        self.shared.max_tokens
+        self.shared().max_tokens
     }
 
-    /// Counts tokens as the model does.
+    /// Counts and encodes tokens as the model does.
     pub fn token_counter(&self) -> &TokenCounter {
-        &self.shared.counter
+        &self.shared().counter
     }
 
     /// Model name.
     pub fn name(&self) -> &str {
-        &self.shared.name
-    }
-}
-
-fn worker_loop<E: Embedder>(model: E, rx: Receiver<Request>, max_texts: usize) {
-    tracing::info!(
-        model = model.name(),
-        dim = model.dim(),
-        "embedder worker started"
-    );
-    // Blocks for the first request, then gathers whatever else is already waiting.
-    while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        let mut texts = batch[0].texts.len();
-        while texts < max_texts {
-            match rx.try_recv() {
-                Ok(r) => {
-                    texts += r.texts.len();
-                    batch.push(r);
-                }
-                Err(_) => break,
-            }
-        }
-        run_batch(&model, batch, texts);
-    }
-    tracing::info!("embedder worker stopped");
-}
-
-fn run_batch<E: Embedder>(model: &E, batch: Vec<Request>, total: usize) {
-    // A request whose caller has gone away (e.g. a cancelled HTTP request) is skipped.
-    let live: Vec<Request> = batch.into_iter().filter(|r| !r.reply.is_closed()).collect();
-    if live.is_empty() {
-        return;
-    }
-    let span = tracing::debug_span!(parent: &live[0].span, "embed_batch", requests = live.len(), texts = total);
-    let _g = span.enter();
-    let started = std::time::Instant::now();
-    let all: Vec<&str> = live
-        .iter()
-        .flat_map(|r| r.texts.iter().map(String::as_str))
-        .collect();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| model.embed(&all)))
-        .unwrap_or_else(|_| Err(MlError::Inference("the embedder panicked".into())));
-    tracing::debug!(
-        elapsed_ms = started.elapsed().as_millis() as u64,
-        texts = all.len(),
-        "embedded"
-    );
-    match result {
-        Ok(vectors) => {
-            let mut it = vectors.into_iter();
-            for r in live {
-                let mine: Vec<Vec<f32>> = it.by_ref().take(r.texts.len()).collect();
-                let _ = r.reply.send(Ok(mine));
-            }
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "embedding failed");
-            let msg = e.to_string();
-            for r in live {
-                let _ = r.reply.send(Err(MlError::Inference(msg.clone())));
-            }
-        }
+        &self.shared().name
     }
 }

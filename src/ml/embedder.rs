@@ -4,7 +4,7 @@
 //! transformer is our own packed forward pass (`cpu`); on a GPU it is candle's.
 
 mod candle_bert;
-mod cpu;
+pub(crate) mod cpu;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -16,6 +16,37 @@ use serde::Deserialize;
 use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
 
 use super::{Embedder, MlError};
+
+/// Arithmetic of the CPU forward pass's dense layers (`embed_precision`). Attention,
+/// GELU, LayerNorm and pooling are f32 in every case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// The fastest this CPU offers within the accuracy bounds (cosine >= 0.999 to the
+    /// reference): bf16 products where the CPU has AVX-512 BF16, else f32.
+    #[default]
+    Auto,
+    /// f32 everywhere: the exact reference path.
+    F32,
+    /// bf16 products (f32 on CPUs without them).
+    Bf16,
+    /// int8 products: Q8_0 weights and activations (blocks of 32) on the LLM's quantized
+    /// kernels (AVX-512 VNNI or AVX2); bf16 or f32 where the CPU has neither.
+    Int8,
+}
+
+impl std::str::FromStr for Precision {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "f32" => Ok(Self::F32),
+            "bf16" => Ok(Self::Bf16),
+            "int8" => Ok(Self::Int8),
+            other => Err(format!("{other:?}: expected auto, f32, bf16 or int8")),
+        }
+    }
+}
 
 /// How token vectors become one sentence vector (`1_Pooling/config.json`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,11 +68,15 @@ struct SentenceBertConfig {
     max_seq_length: Option<usize>,
 }
 
-/// Counts tokens as the embedder's tokenizer does, special tokens included,
-/// without truncation. Cheap to clone; usable from any thread.
+/// Counts tokens as the embedder's tokenizer does, special tokens included, and encodes
+/// texts into the token ids the model sees. Cheap to clone; usable from any thread, so
+/// callers tokenize on their own (blocking) threads, not the model's.
 #[derive(Clone)]
 pub struct TokenCounter {
+    /// Without truncation: counts are exact.
     tokenizer: Arc<Tokenizer>,
+    /// Truncating to the model's window, as sentence-transformers does.
+    truncating: Arc<Tokenizer>,
 }
 
 impl TokenCounter {
@@ -52,6 +87,24 @@ impl TokenCounter {
             .map(|e| e.len())
             // A tokenizer failure is treated as "too long" so the caller splits further.
             .unwrap_or(usize::MAX)
+    }
+
+    /// The token ids the model embeds for `text`: special tokens included, truncated to
+    /// the model's window.
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, MlError> {
+        self.truncating
+            .encode(text, true)
+            .map(|e| e.get_ids().to_vec())
+            .map_err(|e| MlError::Inference(format!("tokenizer: {e}")))
+    }
+
+    /// [`encode`](Self::encode) for many texts at once (in parallel when it pays).
+    pub fn encode_batch(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>, MlError> {
+        let encodings = self
+            .truncating
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| MlError::Inference(format!("tokenizer: {e}")))?;
+        Ok(encodings.iter().map(|e| e.get_ids().to_vec()).collect())
     }
 }
 
@@ -66,7 +119,6 @@ enum Backend {
 /// A sentence-transformers BERT model loaded from a folder.
 pub struct BertEmbedder {
     backend: Backend,
-    tokenizer: Tokenizer,
     counter: TokenCounter,
     pooling: Pooling,
     max_tokens: usize,
@@ -77,16 +129,36 @@ pub struct BertEmbedder {
 
 impl BertEmbedder {
     /// Loads `config.json`, `tokenizer.json`, `model.safetensors` and the
-    /// sentence-transformers pooling and length settings from `dir`.
+    /// sentence-transformers pooling and length settings from `dir`, with the fastest
+    /// arithmetic this CPU offers.
     pub fn load(dir: &Path, device: Device, batch_size: usize) -> Result<Self, MlError> {
-        Self::load_with(dir, device, batch_size, false)
+        Self::load_with(dir, device, batch_size, Precision::Auto)
     }
 
-    /// As [`Self::load`]; `force_candle` runs candle's forward pass even on the CPU.
-    fn load_with(
+    /// As [`Self::load`], with the dense layers' arithmetic chosen by `precision`.
+    pub fn load_with(
         dir: &Path,
         device: Device,
         batch_size: usize,
+        precision: Precision,
+    ) -> Result<Self, MlError> {
+        Self::load_backend(dir, device, batch_size, precision, false)
+    }
+
+    /// The arithmetic of the forward pass: `f32`, `bf16`, or `candle` (candle's pass).
+    pub fn arithmetic(&self) -> &'static str {
+        match &self.backend {
+            Backend::Cpu(m) => m.arithmetic().name(),
+            Backend::Candle(_) => "candle",
+        }
+    }
+
+    /// As [`Self::load_with`]; `force_candle` runs candle's forward pass even on the CPU.
+    fn load_backend(
+        dir: &Path,
+        device: Device,
+        batch_size: usize,
+        precision: Precision,
         force_candle: bool,
     ) -> Result<Self, MlError> {
         let read = |name: &str| -> Result<String, MlError> {
@@ -121,10 +193,8 @@ impl BertEmbedder {
         tokenizer
             .with_truncation(None)
             .map_err(|e| MlError::Load(format!("tokenizer: {e}")))?;
-        let counter = TokenCounter {
-            tokenizer: Arc::new(tokenizer.clone()),
-        };
-        tokenizer
+        let mut truncating = tokenizer.clone();
+        truncating
             .with_truncation(Some(TruncationParams {
                 max_length: max_tokens,
                 strategy: TruncationStrategy::LongestFirst,
@@ -132,6 +202,10 @@ impl BertEmbedder {
                 direction: TruncationDirection::Right,
             }))
             .map_err(|e| MlError::Load(format!("tokenizer: {e}")))?;
+        let counter = TokenCounter {
+            tokenizer: Arc::new(tokenizer),
+            truncating: Arc::new(truncating),
+        };
 
         let weights = dir.join("model.safetensors");
         // SAFETY: the weights file is memory-mapped read-only and not modified while the
@@ -139,7 +213,11 @@ impl BertEmbedder {
         let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, &device) }
             .map_err(|e| MlError::Load(format!("{}: {e}", weights.display())))?;
         let backend = if device.is_cpu() && !force_candle && cpu::CpuBert::supports(&config) {
-            Backend::Cpu(cpu::CpuBert::load(&vb, &config)?)
+            Backend::Cpu(cpu::CpuBert::load(
+                &vb,
+                &config,
+                cpu::Arithmetic::pick(precision),
+            )?)
         } else {
             if device.is_cpu() && !force_candle {
                 tracing::info!(act = ?config.hidden_act, "no fast CPU path for this model; using candle's");
@@ -152,7 +230,6 @@ impl BertEmbedder {
             .unwrap_or_else(|| "bert".into());
         Ok(Self {
             backend,
-            tokenizer,
             counter,
             pooling,
             max_tokens,
@@ -162,12 +239,15 @@ impl BertEmbedder {
         })
     }
 
-    /// One forward pass over texts of similar length.
-    fn embed_batch(&self, encodings: &[&tokenizers::Encoding]) -> Result<Vec<Vec<f32>>, MlError> {
-        let seqs: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
+    /// One forward pass over sequences of similar length; `pause` runs between layers.
+    fn embed_batch(
+        &self,
+        seqs: &[&[u32]],
+        pause: &mut dyn FnMut(),
+    ) -> Result<Vec<Vec<f32>>, MlError> {
         match &self.backend {
-            Backend::Cpu(m) => m.embed(&seqs, self.pooling),
-            Backend::Candle(m) => m.embed(&seqs, self.pooling),
+            Backend::Cpu(m) => m.embed(seqs, self.pooling, pause),
+            Backend::Candle(m) => m.embed(seqs, self.pooling),
         }
     }
 }
@@ -181,24 +261,28 @@ fn max_position_embeddings(config_json: &str) -> usize {
 }
 
 impl Embedder for BertEmbedder {
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, MlError> {
-        if texts.is_empty() {
+    fn embed_tokens(
+        &self,
+        seqs: &[&[u32]],
+        pause: &mut dyn FnMut(),
+    ) -> Result<Vec<Vec<f32>>, MlError> {
+        if seqs.is_empty() {
             return Ok(Vec::new());
         }
-        let inputs: Vec<&str> = texts.to_vec();
-        let encodings = self
-            .tokenizer
-            .encode_batch(inputs, true)
-            .map_err(|e| MlError::Inference(format!("tokenizer: {e}")))?;
-        // Sort by length so each forward pass pads as little as possible.
-        let mut order: Vec<usize> = (0..encodings.len()).collect();
-        order.sort_by_key(|&i| encodings[i].len());
-        let mut out = vec![Vec::new(); texts.len()];
+        // Passes of at most `batch_size` sequences. The CPU pass packs sequences without
+        // padding, so order does not matter; padded passes are sorted by length so each
+        // pads as little as possible.
+        let mut order: Vec<usize> = (0..seqs.len()).collect();
+        if let Backend::Candle(_) = self.backend {
+            order.sort_by_key(|&i| seqs[i].len());
+        }
+        let mut out = vec![Vec::new(); seqs.len()];
         for group in order.chunks(self.batch_size) {
-            let batch: Vec<&tokenizers::Encoding> = group.iter().map(|&i| &encodings[i]).collect();
-            for (&i, v) in group.iter().zip(self.embed_batch(&batch)?) {
+            let batch: Vec<&[u32]> = group.iter().map(|&i| seqs[i]).collect();
+            for (&i, v) in group.iter().zip(self.embed_batch(&batch, pause)?) {
                 out[i] = v;
             }
+            pause();
         }
         Ok(out)
     }

@@ -2,6 +2,8 @@
 //! safetensors + tokenizer.json + config.json): each (query, passage) pair goes through
 //! the transformer together; the pooled `[CLS]` state and the classifier give a logit,
 //! reported as a probability (sigmoid), as sentence-transformers' CrossEncoder does.
+//! On the CPU the transformer is the embedder's packed forward pass (pairs without
+//! padding, the arithmetic chosen by `embed_precision`); on a GPU it is candle's.
 //! The model runs on its own thread behind a bounded channel.
 
 use std::path::Path;
@@ -13,25 +15,69 @@ use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
 use tokio::sync::oneshot;
 
-use super::MlError;
+use super::embedder::cpu::{Arithmetic, CpuBert};
+use super::{MlError, Precision};
 
 /// Longest (query, passage) pair, in tokens.
 const MAX_PAIR_TOKENS: usize = 512;
-/// Pairs per forward pass.
+/// Pairs per forward pass (padded passes on a GPU).
 const BATCH: usize = 16;
+/// Pairs per packed CPU pass.
+const CPU_BATCH: usize = 32;
+
+/// Which forward pass runs the transformer.
+enum Backend {
+    /// The packed CPU pass, with the pooler and classifier in plain f32.
+    Cpu {
+        bert: CpuBert,
+        /// `[hidden, hidden]` row-major (out × in) and its bias.
+        pooler: (Vec<f32>, Vec<f32>),
+        /// `[hidden]` and the bias.
+        classifier: (Vec<f32>, f32),
+    },
+    /// candle's `BertModel` with padding.
+    Candle {
+        bert: BertModel,
+        pooler: Linear,
+        classifier: Linear,
+        device: Device,
+    },
+}
 
 /// The loaded cross-encoder.
 pub struct CrossEncoder {
-    bert: BertModel,
-    pooler: Linear,
-    classifier: Linear,
+    backend: Backend,
     tokenizer: Tokenizer,
-    device: Device,
+}
+
+fn flat(t: Tensor) -> Result<Vec<f32>, MlError> {
+    Ok(t.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?)
 }
 
 impl CrossEncoder {
-    /// Loads `config.json`, `tokenizer.json` and `model.safetensors` from `dir`.
+    /// Loads `config.json`, `tokenizer.json` and `model.safetensors` from `dir`, with the
+    /// fastest arithmetic this CPU offers.
     pub fn load(dir: &Path, device: Device) -> Result<Self, MlError> {
+        Self::load_with(dir, device, Precision::Auto)
+    }
+
+    /// As [`Self::load`], the CPU pass's arithmetic chosen by `precision`.
+    pub fn load_with(dir: &Path, device: Device, precision: Precision) -> Result<Self, MlError> {
+        Self::load_backend(dir, device, precision, false)
+    }
+
+    /// candle's padded f32 pass on the CPU: the reference the packed pass is compared with.
+    pub fn load_reference(dir: &Path) -> Result<Self, MlError> {
+        Self::load_backend(dir, Device::Cpu, Precision::F32, true)
+    }
+
+    /// As [`Self::load_with`]; `force_candle` runs candle's pass even on the CPU.
+    fn load_backend(
+        dir: &Path,
+        device: Device,
+        precision: Precision,
+        force_candle: bool,
+    ) -> Result<Self, MlError> {
         let config: BertConfig = serde_json::from_str(
             &std::fs::read_to_string(dir.join("config.json"))
                 .map_err(|e| MlError::Load(format!("config.json: {e}")))?,
@@ -52,26 +98,56 @@ impl CrossEncoder {
         // SAFETY: the weights file is memory-mapped read-only for the model's life.
         let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, &device) }
             .map_err(|e| MlError::Load(format!("{}: {e}", weights.display())))?;
-        let bert = BertModel::load(vb.pp("bert"), &config)
-            .map_err(|e| MlError::Load(format!("BERT weights: {e}")))?;
         let hidden = config.hidden_size;
-        let pooler = linear(hidden, hidden, vb.pp("bert.pooler.dense"))
-            .map_err(|e| MlError::Load(format!("pooler: {e}")))?;
-        let classifier = linear(hidden, 1, vb.pp("classifier"))
-            .map_err(|e| MlError::Load(format!("classifier: {e}")))?;
-        Ok(Self {
-            bert,
-            pooler,
-            classifier,
-            tokenizer,
-            device,
-        })
+        let backend = if device.is_cpu() && !force_candle && CpuBert::supports(&config) {
+            let load = |e: MlError| MlError::Load(format!("cross-encoder weights: {e}"));
+            let get = |shape: &[usize], name: &str| -> Result<Vec<f32>, MlError> {
+                flat(vb.get(shape.to_vec(), name)?).map_err(load)
+            };
+            Backend::Cpu {
+                bert: CpuBert::load(&vb, &config, Arithmetic::pick(precision)).map_err(load)?,
+                pooler: (
+                    get(&[hidden, hidden], "bert.pooler.dense.weight")?,
+                    get(&[hidden], "bert.pooler.dense.bias")?,
+                ),
+                classifier: (
+                    get(&[1, hidden], "classifier.weight")?,
+                    get(&[1], "classifier.bias")?[0],
+                ),
+            }
+        } else {
+            let bert = BertModel::load(vb.pp("bert"), &config)
+                .map_err(|e| MlError::Load(format!("BERT weights: {e}")))?;
+            let pooler = linear(hidden, hidden, vb.pp("bert.pooler.dense"))
+                .map_err(|e| MlError::Load(format!("pooler: {e}")))?;
+            let classifier = linear(hidden, 1, vb.pp("classifier"))
+                .map_err(|e| MlError::Load(format!("classifier: {e}")))?;
+            Backend::Candle {
+                bert,
+                pooler,
+                classifier,
+                device,
+            }
+        };
+        Ok(Self { backend, tokenizer })
+    }
+
+    /// The arithmetic of the forward pass: `f32`, `bf16`, or `candle`.
+    pub fn arithmetic(&self) -> &'static str {
+        match &self.backend {
+            Backend::Cpu { bert, .. } => bert.arithmetic().name(),
+            Backend::Candle { .. } => "candle",
+        }
     }
 
     /// Relevance of each passage to `query`, 0-1, in input order.
     pub fn score(&self, query: &str, passages: &[String]) -> Result<Vec<f32>, MlError> {
+        let batch = match self.backend {
+            Backend::Cpu { .. } => CPU_BATCH,
+            Backend::Candle { .. } => BATCH,
+        };
         let mut out = Vec::with_capacity(passages.len());
-        for group in passages.chunks(BATCH) {
+        for group in passages.chunks(batch) {
             let pairs: Vec<(String, String)> = group
                 .iter()
                 .map(|p| (query.to_owned(), p.clone()))
@@ -80,31 +156,76 @@ impl CrossEncoder {
                 .tokenizer
                 .encode_batch(pairs, true)
                 .map_err(|e| MlError::Inference(format!("tokenizer: {e}")))?;
-            let seq = enc.iter().map(|e| e.len()).max().unwrap_or(1).max(1);
-            let n = enc.len();
-            let (mut ids, mut types, mut mask) = (
-                vec![0u32; n * seq],
-                vec![0u32; n * seq],
-                vec![0u32; n * seq],
-            );
-            for (row, e) in enc.iter().enumerate() {
-                let b = row * seq;
-                ids[b..b + e.len()].copy_from_slice(e.get_ids());
-                types[b..b + e.len()].copy_from_slice(e.get_type_ids());
-                mask[b..b + e.len()].copy_from_slice(e.get_attention_mask());
-            }
-            let ids = Tensor::from_vec(ids, (n, seq), &self.device)?;
-            let types = Tensor::from_vec(types, (n, seq), &self.device)?;
-            let mask = Tensor::from_vec(mask, (n, seq), &self.device)?;
-            let hidden = self.bert.forward(&ids, &types, Some(&mask))?;
-            let cls = hidden.narrow(1, 0, 1)?.squeeze(1)?;
-            let pooled = self.pooler.forward(&cls)?.tanh()?;
-            let logits = self.classifier.forward(&pooled)?.squeeze(1)?;
-            let probs = candle_nn::ops::sigmoid(&logits)?.to_vec1::<f32>()?;
-            out.extend(probs);
+            let logits = match &self.backend {
+                Backend::Cpu {
+                    bert,
+                    pooler,
+                    classifier,
+                } => cpu_logits(bert, pooler, classifier, &enc)?,
+                Backend::Candle {
+                    bert,
+                    pooler,
+                    classifier,
+                    device,
+                } => candle_logits(bert, pooler, classifier, device, &enc)?,
+            };
+            out.extend(logits.into_iter().map(|l| 1.0 / (1.0 + (-l).exp())));
         }
         Ok(out)
     }
+}
+
+/// The classifier's logit per pair through the packed CPU pass.
+fn cpu_logits(
+    bert: &CpuBert,
+    (pw, pb): &(Vec<f32>, Vec<f32>),
+    (cw, cb): &(Vec<f32>, f32),
+    enc: &[tokenizers::Encoding],
+) -> Result<Vec<f32>, MlError> {
+    let ids: Vec<&[u32]> = enc.iter().map(|e| e.get_ids()).collect();
+    let types: Vec<&[u32]> = enc.iter().map(|e| e.get_type_ids()).collect();
+    let states = bert.cls_states(&ids, &types)?;
+    Ok(states
+        .iter()
+        .map(|cls| {
+            // pooled = tanh(W·cls + b); logit = c·pooled + cb. Small: plain loops.
+            let pooled = pw
+                .chunks_exact(cls.len())
+                .zip(pb)
+                .map(|(row, b)| (row.iter().zip(cls).map(|(w, x)| w * x).sum::<f32>() + b).tanh());
+            pooled.zip(cw).map(|(p, w)| p * w).sum::<f32>() + cb
+        })
+        .collect())
+}
+
+/// The classifier's logit per pair through candle's padded pass.
+fn candle_logits(
+    bert: &BertModel,
+    pooler: &Linear,
+    classifier: &Linear,
+    device: &Device,
+    enc: &[tokenizers::Encoding],
+) -> Result<Vec<f32>, MlError> {
+    let seq = enc.iter().map(|e| e.len()).max().unwrap_or(1).max(1);
+    let n = enc.len();
+    let (mut ids, mut types, mut mask) = (
+        vec![0u32; n * seq],
+        vec![0u32; n * seq],
+        vec![0u32; n * seq],
+    );
+    for (row, e) in enc.iter().enumerate() {
+        let b = row * seq;
+        ids[b..b + e.len()].copy_from_slice(e.get_ids());
+        types[b..b + e.len()].copy_from_slice(e.get_type_ids());
+        mask[b..b + e.len()].copy_from_slice(e.get_attention_mask());
+    }
+    let ids = Tensor::from_vec(ids, (n, seq), device)?;
+    let types = Tensor::from_vec(types, (n, seq), device)?;
+    let mask = Tensor::from_vec(mask, (n, seq), device)?;
+    let hidden = bert.forward(&ids, &types, Some(&mask))?;
+    let cls = hidden.narrow(1, 0, 1)?.squeeze(1)?;
+    let pooled = pooler.forward(&cls)?.tanh()?;
+    Ok(classifier.forward(&pooled)?.squeeze(1)?.to_vec1::<f32>()?)
 }
 
 type Reply = Result<Vec<f32>, MlError>;
@@ -237,4 +358,59 @@ pub fn write_random_cross_encoder_shaped(
     linear(shape.hidden, 1, vb.pp("classifier"))?;
     varmap.save(dir.join("model.safetensors"))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tokenizer_json() -> std::path::PathBuf {
+        std::env::var_os("RAGD_MODELS_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("models"))
+            .join("all-MiniLM-L6-v2/tokenizer.json")
+    }
+
+    #[test]
+    fn the_packed_cpu_pass_scores_as_candle_does() {
+        let dir = tempfile::tempdir().unwrap();
+        write_random_cross_encoder(dir.path(), &tokenizer_json())
+            .expect("run scripts/setup.sh for the tokenizer");
+        let load = |precision, candle| {
+            CrossEncoder::load_backend(dir.path(), Device::Cpu, precision, candle).unwrap()
+        };
+        let reference = load(Precision::F32, true);
+        assert_eq!(reference.arithmetic(), "candle");
+        let passages: Vec<String> = [
+            "a short passage",
+            "the pump seal must be replaced every two years or after a leak",
+            "quarterly revenue grew while the cost of goods fell",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let want = reference
+            .score("when is the pump seal replaced", &passages)
+            .unwrap();
+        // A tiny random model (32 wide) is the hardest case for rounding: bf16 and int8
+        // are held to looser bounds than f32.
+        for (precision, tolerance) in [
+            (Precision::F32, 1e-5),
+            (Precision::Bf16, 2e-2),
+            (Precision::Int8, 2e-2),
+        ] {
+            let fast = load(precision, false);
+            assert_ne!(fast.arithmetic(), "candle");
+            let got = fast
+                .score("when is the pump seal replaced", &passages)
+                .unwrap();
+            for (g, w) in got.iter().zip(&want) {
+                assert!(
+                    (g - w).abs() <= tolerance,
+                    "{}: {g} vs {w}",
+                    fast.arithmetic()
+                );
+            }
+        }
+    }
 }

@@ -195,34 +195,33 @@ pub fn replace_chunks(
         let meta = Value::Object(ch.metadata.clone()).to_string();
         match existing.remove(&ch.position) {
             Some((key, hash)) if hash == ch.text_hash => {
-                tx.execute(
-                    "UPDATE chunks SET metadata = ?2, language = ?3 WHERE key = ?1",
-                    params![key as i64, meta, ch.language],
-                )?;
+                tx.prepare_cached("UPDATE chunks SET metadata = ?2, language = ?3 WHERE key = ?1")?
+                    .execute(params![key as i64, meta, ch.language])?;
                 diff.skipped += 1;
             }
             Some((key, _)) => {
-                tx.execute(
+                tx.prepare_cached(
                     "UPDATE chunks SET text = ?2, text_hash = ?3, language = ?4, metadata = ?5,
                          embedding = ?6, id = ?7 WHERE key = ?1",
-                    params![
-                        key as i64,
-                        ch.text,
-                        ch.text_hash,
-                        ch.language,
-                        meta,
-                        encode_vector(&ch.embedding),
-                        ch.id
-                    ],
-                )?;
+                )?
+                .execute(params![
+                    key as i64,
+                    ch.text,
+                    ch.text_hash,
+                    ch.language,
+                    meta,
+                    encode_vector(&ch.embedding),
+                    ch.id
+                ])?;
                 diff.updated += 1;
                 diff.upserted.push((key, i));
             }
             None => {
-                tx.execute(
+                tx.prepare_cached(
                     "INSERT INTO chunks (id, source_id, position, text, text_hash, language, metadata, embedding)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                    params![
+                )?
+                .execute(params![
                         ch.id,
                         source_id,
                         ch.position,

@@ -16,7 +16,7 @@ fn model_dir() -> PathBuf {
 #[test]
 fn cpu_forward_pass_matches_candle_on_the_real_model() {
     let load = |force_candle| {
-        BertEmbedder::load_with(&model_dir(), Device::Cpu, 8, force_candle)
+        BertEmbedder::load_backend(&model_dir(), Device::Cpu, 8, Precision::F32, force_candle)
             .unwrap_or_else(|e| panic!("{e}: run scripts/setup.sh to install the embedder"))
     };
     let (fast, slow) = (load(false), load(true));

@@ -111,7 +111,7 @@ fn compare(hidden: usize, heads: usize, prefix: Option<&str>) {
     let c = config(hidden, heads, prefix);
     let tensors = random_weights(&c, &prefix.map(|p| format!("{p}.")).unwrap_or_default());
     let vb = VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu);
-    let fast = CpuBert::load(&vb, &c).expect("cpu load");
+    let fast = CpuBert::load(&vb, &c, Arithmetic::F32).expect("cpu load");
     let slow = BertModel::load(vb, &c).expect("candle load");
     let lens = [1usize, 7, 40, 19, 2, 33];
     let mut seed = 99u64;
@@ -126,7 +126,16 @@ fn compare(hidden: usize, heads: usize, prefix: Option<&str>) {
         .collect();
     let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
     let mut bufs = Buffers::default();
-    let spans = fast.encode(&mut bufs, &refs).expect("encode");
+    let spans = fast
+        .encode(
+            &mut bufs,
+            Packed {
+                ids: &refs,
+                types: None,
+            },
+            &mut || {},
+        )
+        .expect("encode");
     let mut worst = 0.0f32;
     for (ids, span) in seqs.iter().zip(&spans) {
         let want = candle_hidden(&slow, ids);
@@ -142,8 +151,10 @@ fn compare(hidden: usize, heads: usize, prefix: Option<&str>) {
     );
 
     // Pooling: mean of the rows, unit length; the same text alone gives the same vector.
-    let pooled = fast.embed(&refs, Pooling::Mean).expect("embed");
-    let alone = fast.embed(&refs[2..3], Pooling::Mean).expect("embed one");
+    let pooled = fast.embed(&refs, Pooling::Mean, &mut || {}).expect("embed");
+    let alone = fast
+        .embed(&refs[2..3], Pooling::Mean, &mut || {})
+        .expect("embed one");
     let norm: f32 = pooled[2].iter().map(|x| x * x).sum::<f32>().sqrt();
     assert!((norm - 1.0).abs() < 1e-5);
     for (a, b) in pooled[2].iter().zip(&alone[0]) {
@@ -165,9 +176,9 @@ fn matches_candle_with_odd_widths_and_a_prefix() {
 fn refuses_unknown_tokens_and_overlong_texts() {
     let c = config(16, 2, None);
     let vb = VarBuilder::from_tensors(random_weights(&c, ""), DType::F32, &Device::Cpu);
-    let fast = CpuBert::load(&vb, &c).expect("cpu load");
-    assert!(fast.embed(&[&[1, 50]], Pooling::Mean).is_err());
-    assert!(fast.embed(&[&[1; 41]], Pooling::Mean).is_err());
-    assert!(fast.embed(&[&[]], Pooling::Mean).is_err());
-    assert!(fast.embed(&[&[1; 40]], Pooling::Cls).is_ok());
+    let fast = CpuBert::load(&vb, &c, Arithmetic::F32).expect("cpu load");
+    assert!(fast.embed(&[&[1, 50]], Pooling::Mean, &mut || {}).is_err());
+    assert!(fast.embed(&[&[1; 41]], Pooling::Mean, &mut || {}).is_err());
+    assert!(fast.embed(&[&[]], Pooling::Mean, &mut || {}).is_err());
+    assert!(fast.embed(&[&[1; 40]], Pooling::Cls, &mut || {}).is_ok());
 }

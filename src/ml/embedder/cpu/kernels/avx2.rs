@@ -1,7 +1,6 @@
 //! AVX2 + FMA versions of the row kernels, eight lanes at a time with the portable
 //! code for the tails. Every function here is `unsafe` only because it requires a CPU
-//! with AVX2 and FMA (the crate's MSRV predates safe `#[target_feature]` functions);
-//! memory accesses are bounds-checked.
+//! with AVX2 and FMA; memory accesses are bounds-checked.
 
 use std::arch::x86_64::*;
 

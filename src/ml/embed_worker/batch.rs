@@ -1,0 +1,341 @@
+//! The worker thread's loop: interactive requests first, then one bulk pass at a time,
+//! formed from the front of the bulk queue by token budget. During a bulk pass the model
+//! pauses between layers; waiting interactive requests run there.
+
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{oneshot, OwnedSemaphorePermit};
+
+use super::{Embedder, Input, Job, MlError, Reply, Shared};
+use crate::ml::TokenCounter;
+
+/// A bulk request being worked through, possibly over several passes.
+struct Active {
+    seqs: Vec<Vec<u32>>,
+    /// Vectors of the first `done.len()` sequences.
+    done: Vec<Vec<f32>>,
+    reply: oneshot::Sender<Reply>,
+    span: tracing::Span,
+    _room: Option<OwnedSemaphorePermit>,
+}
+
+impl Input {
+    fn into_tokens(self, counter: &TokenCounter) -> Result<Vec<Vec<u32>>, MlError> {
+        match self {
+            Input::Tokens(t) => Ok(t),
+            Input::Texts(texts) => {
+                let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                counter.encode_batch(&refs)
+            }
+        }
+    }
+}
+
+/// Marks the worker stopped however it exits, and drops what still waits, so callers
+/// see `WorkerGone` instead of waiting forever.
+struct StopGuard<'a>(&'a Shared);
+
+impl Drop for StopGuard<'_> {
+    fn drop(&mut self) {
+        let mut q = self.0.queues.lock();
+        q.closed = true;
+        q.interactive.clear();
+        q.bulk.clear();
+        self.0.bulk_room.close();
+    }
+}
+
+/// Runs until every handle is gone and the queues are empty.
+pub(super) fn run<E: Embedder>(model: E, shared: Arc<Shared>) {
+    let _stop = StopGuard(&shared);
+    tracing::info!(
+        model = model.name(),
+        dim = model.dim(),
+        max_batch_tokens = shared.opts.max_batch_tokens,
+        "embedder worker started"
+    );
+    let mut bulk: VecDeque<Active> = VecDeque::new();
+    loop {
+        let urgent = {
+            let mut q = shared.queues.lock();
+            loop {
+                for job in q.bulk.drain(..) {
+                    if let Some(a) = activate(job, &shared.counter) {
+                        bulk.push_back(a);
+                    }
+                }
+                // Work for callers that have gone away (a cancelled request) is skipped.
+                bulk.retain(|a| !a.reply.is_closed());
+                if !q.interactive.is_empty() || !bulk.is_empty() {
+                    break;
+                }
+                if q.closed {
+                    tracing::info!("embedder worker stopped");
+                    return;
+                }
+                shared.wake.wait(&mut q);
+            }
+            take_interactive(&mut q.interactive, shared.opts.max_batch_texts)
+        };
+        if urgent.is_empty() {
+            run_bulk(&model, &shared, &mut bulk);
+        } else {
+            run_interactive(&model, &shared, urgent);
+        }
+    }
+}
+
+fn activate(job: Job, counter: &TokenCounter) -> Option<Active> {
+    match job.input.into_tokens(counter) {
+        Ok(seqs) => Some(Active {
+            done: Vec::with_capacity(seqs.len()),
+            seqs,
+            reply: job.reply,
+            span: job.span,
+            _room: job.room,
+        }),
+        Err(e) => {
+            let _ = job.reply.send(Err(e));
+            None
+        }
+    }
+}
+
+/// Interactive requests from the front of the queue, at most `max_texts` texts (but at
+/// least one request), skipping those whose callers have gone.
+fn take_interactive(queue: &mut VecDeque<Job>, max_texts: usize) -> Vec<Job> {
+    let mut out = Vec::new();
+    let mut texts = 0;
+    while let Some(job) = queue.front() {
+        let n = match &job.input {
+            Input::Texts(t) => t.len(),
+            Input::Tokens(t) => t.len(),
+        };
+        if !out.is_empty() && texts + n > max_texts {
+            break;
+        }
+        let job = queue.pop_front().expect("front exists");
+        if !job.reply.is_closed() {
+            texts += n;
+            out.push(job);
+        }
+    }
+    out
+}
+
+/// Runs the interactive requests waiting now, if any; returns the time it took.
+fn serve_waiting<E: Embedder>(model: &E, shared: &Shared) -> Duration {
+    let started = Instant::now();
+    loop {
+        let jobs = take_interactive(
+            &mut shared.queues.lock().interactive,
+            shared.opts.max_batch_texts,
+        );
+        if jobs.is_empty() {
+            return started.elapsed();
+        }
+        run_interactive(model, shared, jobs);
+    }
+}
+
+/// One pass over every sequence of `jobs`, answered each in order.
+fn run_interactive<E: Embedder>(model: &E, shared: &Shared, jobs: Vec<Job>) {
+    let span =
+        tracing::debug_span!(parent: &jobs[0].span, "embed_interactive", requests = jobs.len());
+    let _g = span.enter();
+    let mut ready = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        match job.input.into_tokens(&shared.counter) {
+            Ok(seqs) => ready.push((seqs, job.reply)),
+            Err(e) => {
+                let _ = job.reply.send(Err(e));
+            }
+        }
+    }
+    let seqs: Vec<&[u32]> = ready
+        .iter()
+        .flat_map(|(s, _)| s.iter().map(Vec::as_slice))
+        .collect();
+    let started = Instant::now();
+    let result = forward(model, &seqs, &mut || {});
+    record(shared, &seqs, started.elapsed(), false);
+    match result {
+        Ok(vectors) => {
+            let mut it = vectors.into_iter();
+            for (s, reply) in ready {
+                let _ = reply.send(Ok(it.by_ref().take(s.len()).collect()));
+            }
+        }
+        Err(e) => {
+            for (_, reply) in ready {
+                let _ = reply.send(Err(e.clone()));
+            }
+        }
+    }
+}
+
+/// Which sequences of which queued requests the next bulk pass embeds: from the front,
+/// until `max_tokens` or `max_texts` would be passed (always at least one sequence).
+fn plan(
+    bulk: &VecDeque<Active>,
+    max_tokens: usize,
+    max_texts: usize,
+) -> Vec<(usize, Range<usize>)> {
+    let mut out = Vec::new();
+    let (mut tokens, mut texts) = (0usize, 0usize);
+    for (j, a) in bulk.iter().enumerate() {
+        let start = a.done.len();
+        let mut end = start;
+        while let Some(seq) = a.seqs.get(end) {
+            let fits = texts == 0 || (tokens + seq.len() <= max_tokens && texts < max_texts);
+            if !fits {
+                break;
+            }
+            tokens += seq.len();
+            texts += 1;
+            end += 1;
+        }
+        if end > start {
+            out.push((j, start..end));
+        }
+        if end < a.seqs.len() {
+            break;
+        }
+    }
+    out
+}
+
+/// One bulk pass; finished requests are answered.
+fn run_bulk<E: Embedder>(model: &E, shared: &Shared, bulk: &mut VecDeque<Active>) {
+    let plan = plan(
+        bulk,
+        shared.opts.max_batch_tokens,
+        shared.opts.max_batch_texts,
+    );
+    let Some(&(first, _)) = plan.first() else {
+        return;
+    };
+    let seqs: Vec<&[u32]> = plan
+        .iter()
+        .flat_map(|(j, r)| bulk[*j].seqs[r.clone()].iter().map(Vec::as_slice))
+        .collect();
+    let span = tracing::debug_span!(parent: &bulk[first].span, "embed_batch", requests = plan.len(), texts = seqs.len());
+    let _g = span.enter();
+    let started = Instant::now();
+    let mut paused = Duration::ZERO;
+    let result = forward(model, &seqs, &mut || paused += serve_waiting(model, shared));
+    record(
+        shared,
+        &seqs,
+        started.elapsed().saturating_sub(paused),
+        true,
+    );
+    match result {
+        Ok(vectors) => {
+            let mut it = vectors.into_iter();
+            for (j, r) in &plan {
+                bulk[*j].done.extend(it.by_ref().take(r.len()));
+            }
+            // The plan starts at the front, so finished requests are a prefix.
+            while bulk.front().is_some_and(|a| a.done.len() == a.seqs.len()) {
+                let a = bulk.pop_front().expect("front exists");
+                let _ = a.reply.send(Ok(a.done));
+            }
+        }
+        Err(e) => {
+            for a in bulk.drain(..plan.len()) {
+                let _ = a.reply.send(Err(e.clone()));
+            }
+        }
+    }
+}
+
+/// The model's pass, with a panic turned into an error.
+fn forward<E: Embedder>(
+    model: &E,
+    seqs: &[&[u32]],
+    pause: &mut dyn FnMut(),
+) -> Result<Vec<Vec<f32>>, MlError> {
+    let result = catch_unwind(AssertUnwindSafe(|| model.embed_tokens(seqs, pause)))
+        .unwrap_or_else(|_| Err(MlError::Inference("the embedder panicked".into())));
+    match &result {
+        Ok(v) if v.len() != seqs.len() => {
+            return Err(MlError::Inference(format!(
+                "the embedder returned {} vectors for {} texts",
+                v.len(),
+                seqs.len()
+            )))
+        }
+        Err(e) => tracing::error!(error = %e, texts = seqs.len(), "embedding failed"),
+        Ok(_) => {}
+    }
+    result
+}
+
+fn record(shared: &Shared, seqs: &[&[u32]], busy: Duration, bulk: bool) {
+    let c = &shared.counters;
+    let tokens: usize = seqs.iter().map(|s| s.len()).sum();
+    let ns = busy.as_nanos() as u64;
+    c.passes.fetch_add(1, Ordering::Relaxed);
+    c.sequences.fetch_add(seqs.len() as u64, Ordering::Relaxed);
+    c.tokens.fetch_add(tokens as u64, Ordering::Relaxed);
+    c.busy_ns.fetch_add(ns, Ordering::Relaxed);
+    if bulk {
+        c.bulk_busy_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+    tracing::debug!(
+        elapsed_ms = busy.as_millis() as u64,
+        texts = seqs.len(),
+        tokens,
+        bulk,
+        "embedded"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn active(lens: &[usize], done: usize) -> Active {
+        let (reply, _rx) = oneshot::channel();
+        Active {
+            seqs: lens.iter().map(|&n| vec![0; n]).collect(),
+            done: vec![Vec::new(); done],
+            reply,
+            span: tracing::Span::none(),
+            _room: None,
+        }
+    }
+
+    #[test]
+    fn passes_fill_across_requests_up_to_the_token_budget() {
+        let bulk: VecDeque<Active> = [
+            active(&[100, 100], 0),
+            active(&[50; 4], 0),
+            active(&[10], 0),
+        ]
+        .into_iter()
+        .collect();
+        // 200 + 4·50 = 400 tokens fit; the last request waits for the next pass.
+        assert_eq!(plan(&bulk, 400, 32), vec![(0, 0..2), (1, 0..4)]);
+        // A budget that ends inside a request takes part of it.
+        assert_eq!(plan(&bulk, 300, 32), vec![(0, 0..2), (1, 0..2)]);
+        // At most `max_texts` sequences.
+        assert_eq!(plan(&bulk, 10_000, 3), vec![(0, 0..2), (1, 0..1)]);
+        // A sequence over the budget alone still runs, alone.
+        assert_eq!(plan(&bulk, 10, 32), vec![(0, 0..1)]);
+    }
+
+    #[test]
+    fn a_partly_done_request_continues_where_it_stopped() {
+        let bulk: VecDeque<Active> = [active(&[10, 20, 30], 2), active(&[5], 0)]
+            .into_iter()
+            .collect();
+        assert_eq!(plan(&bulk, 1000, 32), vec![(0, 2..3), (1, 0..1)]);
+    }
+}
