@@ -1,69 +1,105 @@
 #!/usr/bin/env bash
-# LLM prompt processing (pp512) and decode (tg128) tokens/s, token ids in, 2 threads, on
-# random-weight GGUFs with the exact shape of Qwen2.5-0.5B (Q8_0 and Q4_0), written by
-# ../shared/tools/make_random_gguf.py (needs the PyPI packages gguf and numpy; about
-# 800 MB of disk). Compare with llama.cpp in ../shared/reference/peers.md.
+# LLM speed, ragd's CPU engine against llama.cpp, back to back on the same GGUF files:
+# prompt processing (pp512) and decode (tg128) tokens/s, token ids in, 2 threads.
 #
-# Usage: scripts/bench_llm.sh [DIR]   (DIR keeps the GGUF files between runs)
-# RAGD_BENCH_NATIVE=1 builds with -C target-cpu=native (AVX2 kernels) in target/bench-native.
-# RAGD_BENCH_PP / RAGD_BENCH_TG (default 512 / 128): prompt and decode lengths. criterion
-# takes at least 11 runs of each (10 samples + warm-up); on a default x86-64 build
-# (scalar kernels, ~2-3 tok/s) pp512 alone then takes ~30 min per file, so shorter runs
-# (e.g. 64 / 16) are the practical choice there: candle processes a prompt row by row
-# (no batched quantized matmul), so its tok/s hardly depends on these lengths.
-# Each line also prints the load average (uptime) before and after: the figures are only
-# comparable on a quiet machine.
+# Files: random-weight GGUFs with the exact shape of Qwen2.5-0.5B in Q8_0 and Q4_0
+# (../shared/tools/make_random_gguf.py) and in a Q4_K_M-style mix (scripts/make_q4km_gguf.py:
+# Q4_K / Q6_K with llama.cpp's Q5_0 / Q8_0 fallbacks), and the real default model
+# models/SmolLM2-135M-Instruct.Q4_1.gguf (scripts/setup.sh installs it). The generated
+# files (~1.3 GB) are kept in DIR between runs; the python packages they need (gguf, numpy)
+# go into a venv under ${XDG_CACHE_HOME:-~/.cache}/ragd-bench.
+#
+# llama.cpp's side runs when llama-bench is found: $RAGD_LLAMA_BENCH, or the build of
+# ../shared/tools/build_llama_bench.sh (~/.cache/llama-bench/build/bin/llama-bench);
+# RAGD_BUILD_LLAMA=1 builds it first (~10-15 min on 2 cores).
+#
+# Each repetition runs ragd (`cargo run --release --example llm_speed -- FILE 2 512 128`)
+# and then `llama-bench -t 2 -p 512 -n 128 -r 1`, alternating, REPS times per file
+# (default 3); the table shows medians and ragd / llama.cpp. Speed drifts with the
+# machine's load: only ratios from one run mean anything, and the load average is printed.
+#
+# Usage: scripts/bench_llm.sh [DIR]     env: REPS, THREADS (2), PP (512), TG (128), FILES
+#        (space-separated subset of: q8_0 q4_0 q4_k_m smollm2)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root="$PWD"
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/ragd-bench"
+dir="${1:-$cache/gguf}"
+reps="${REPS:-3}" threads="${THREADS:-2}" pp="${PP:-512}" tg="${TG:-128}"
+files="${FILES:-q8_0 q4_0 q4_k_m smollm2}"
+mkdir -p "$dir" "$cache"
 
-dir="${1:-$(mktemp -d)}"
-mkdir -p "$dir"
-if ! python3 -c 'import gguf, numpy' 2>/dev/null; then
-  echo "installing the python packages gguf and numpy" >&2
-  python3 -m pip install --quiet gguf numpy || {
-    echo "cannot install gguf and numpy; give a GGUF to: RAGD_BENCH_GGUF=FILE cargo bench --bench llm" >&2
-    exit 1
-  }
+py="$cache/venv/bin/python"
+if ! "$py" -c 'import gguf, numpy' 2>/dev/null; then
+  echo "creating $cache/venv with gguf and numpy" >&2
+  python3 -m venv "$cache/venv"
+  "$cache/venv/bin/pip" install --quiet gguf numpy
 fi
-for q in q8_0 q4_0; do
-  f="$dir/qwen2-0.5b-shape-random-$q.gguf"
-  [ -f "$f" ] || python3 ../shared/tools/make_random_gguf.py --quant "$q" --out-dir "$dir" >&2
+
+path_of() {
+  case "$1" in
+    smollm2) echo "$root/models/SmolLM2-135M-Instruct.Q4_1.gguf" ;;
+    *) echo "$dir/qwen2-0.5b-shape-random-$1.gguf" ;;
+  esac
+}
+for f in $files; do
+  p="$(path_of "$f")"
+  [ -f "$p" ] && continue
+  case "$f" in
+    q8_0|q4_0) "$py" ../shared/tools/make_random_gguf.py --quant "$f" --out-dir "$dir" >&2 ;;
+    q4_k_m) "$py" scripts/make_q4km_gguf.py "$p" >&2 ;;
+    smollm2) echo "$p is missing: run scripts/setup.sh" >&2; exit 1 ;;
+    *) echo "unknown file kind $f" >&2; exit 1 ;;
+  esac
 done
 
-if [ "${RAGD_BENCH_NATIVE:-0}" = 1 ]; then
-  export RUSTFLAGS="${RUSTFLAGS:-} -C target-cpu=native"
-  export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target/bench-native}"
+llama="${RAGD_LLAMA_BENCH:-$HOME/.cache/llama-bench/build/bin/llama-bench}"
+if [ ! -x "$llama" ] && [ "${RAGD_BUILD_LLAMA:-0}" = 1 ]; then
+  llama="$(bash ../shared/tools/build_llama_bench.sh | tail -n 1)"
 fi
-target="${CARGO_TARGET_DIR:-target}"
+[ -x "$llama" ] || { echo "llama-bench not found: ragd only (RAGD_BUILD_LLAMA=1 builds it)" >&2; llama=""; }
 
-pp="${RAGD_BENCH_PP:-512}"
-tg="${RAGD_BENCH_TG:-128}"
-export RAGD_BENCH_PP="$pp" RAGD_BENCH_TG="$tg"
-# Build first (niced: the machine may be shared), so that the runs below time only the bench.
-nice -n 5 cargo bench --quiet --bench llm --no-run >&2
-loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
-
-summary=""
-for q in q8_0 q4_0; do
-  f="$dir/qwen2-0.5b-shape-random-$q.gguf"
-  before=$(loadavg)
-  RAGD_BENCH_GGUF="$f" RAGD_BENCH_THREADS=2 RAYON_NUM_THREADS=2 \
-    cargo bench --quiet --bench llm -- --noplot >&2
-  after=$(loadavg)
-  line=$(python3 - "$target/criterion/llm" "$q" "$pp" "$tg" <<'PY'
-import json, sys, os
-base, q, pp, tg = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-out = [q]
-for name, n in ((f"pp{pp}", pp), (f"tg{tg}", tg)):
-    est = json.load(open(os.path.join(base, name, "new", "estimates.json")))
-    ns = est["mean"]["point_estimate"]
-    out.append(f"{name} {n / (ns / 1e9):.1f} tok/s")
-print("  ".join(out))
+cargo build --release --quiet --example llm_speed
+speed=target/release/examples/llm_speed
+out="$(mktemp)"
+trap 'rm -f "$out"' EXIT
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+for f in $files; do
+  p="$(path_of "$f")"
+  for r in $(seq "$reps"); do
+    line="$("$speed" "$p" "$threads" "$pp" "$tg")"
+    echo "ragd $f $r: $line" >&2
+    echo "ragd $f $(sed -E 's/.* pp[0-9]+ ([0-9.]+) tok\/s.* tg[0-9]+ ([0-9.]+) tok\/s.*/\1 \2/' <<<"$line")" >>"$out"
+    if [ -n "$llama" ]; then
+      json="$("$llama" -m "$p" -t "$threads" -p "$pp" -n "$tg" -r 1 -o json 2>/dev/null)"
+      "$py" - "$f" "$json" >>"$out" <<'PY'
+import json, sys
+rows = json.loads(sys.argv[2])
+ts = {("pp" if r["n_prompt"] else "tg"): r["avg_ts"] for r in rows}
+print(f"llama {sys.argv[1]} {ts['pp']:.2f} {ts['tg']:.2f}")
 PY
-)
-  summary+="$line  (load average before: $before; after: $after)"$'\n'
+      echo "llama.cpp $f $r: $(tail -n 1 "$out")" >&2
+    fi
+  done
 done
-echo "ragd (candle), 2 threads:"
-printf '%s' "$summary"
-echo "llama.cpp 0c1e570 (peers.md): q8_0  pp512 87.5 tok/s  tg128 19.8 tok/s"
-echo "                              q4_0  pp512 153 tok/s  tg128 33.9 tok/s"
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+"$py" - "$out" "$threads" "$pp" "$tg" <<'PY'
+import statistics, sys
+rows, threads, pp, tg = open(sys.argv[1]).read().split("\n"), sys.argv[2], sys.argv[3], sys.argv[4]
+runs = {}
+for row in filter(None, rows):
+    engine, f, a, b = row.split()
+    runs.setdefault(f, {}).setdefault(engine, []).append((float(a), float(b)))
+med = lambda xs, i: statistics.median(x[i] for x in xs)
+print(f"{threads} threads, medians of {max(len(v.get('ragd', [])) for v in runs.values())} runs, tok/s")
+print(f"| file | llama.cpp pp{pp} / tg{tg} | ragd pp{pp} / tg{tg} | ratio pp / tg |")
+print("|---|---|---|---|")
+for f, v in runs.items():
+    ours = (med(v["ragd"], 0), med(v["ragd"], 1))
+    if "llama" in v:
+        theirs = (med(v["llama"], 0), med(v["llama"], 1))
+        print(f"| {f} | {theirs[0]:.1f} / {theirs[1]:.1f} | {ours[0]:.1f} / {ours[1]:.1f} "
+              f"| {ours[0]/theirs[0]:.2f}x / {ours[1]/theirs[1]:.2f}x |")
+    else:
+        print(f"| {f} | - | {ours[0]:.1f} / {ours[1]:.1f} | - |")
+PY

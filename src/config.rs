@@ -168,7 +168,7 @@ impl Default for Config {
             llm_threads: None,
             llm_max_tokens: 512,
             llm_temperature: 0.3,
-            llm_prompt_cache_mb: 192,
+            llm_prompt_cache_mb: 128,
             llm_kv_cache: crate::ml::llm::KvType::F16,
             jwt_secret: None,
             action_ttl_secs: 15 * 60,

@@ -235,6 +235,30 @@ fn a_prompt_run_in_pieces_gives_the_logits_of_one_pass() {
     }
 }
 
+/// A prompt longer than one batch of the engine (512 tokens) runs in batches: the
+/// logits are those of the same tokens given in two halves.
+#[test]
+fn a_prompt_longer_than_a_batch_gives_the_logits_of_its_halves() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = typed(dir.path(), Arch::Llama, WeightType::Q8_0);
+    let mut e = cpu(&path, 2, None);
+    let ids = prompt(700, e.tokenizer().vocab_size());
+    let whole = e.forward_all(&ids, 0).unwrap();
+    let vocab = whole.len() / ids.len();
+    assert_eq!(whole.len(), ids.len() * vocab);
+    let last = e.forward(&ids, 0).unwrap();
+    assert_eq!(last.as_slice(), &whole[(ids.len() - 1) * vocab..]);
+    let mut halves = e.forward_all(&ids[..350], 0).unwrap();
+    halves.extend(e.forward_all(&ids[350..], 350).unwrap());
+    for t in 0..ids.len() {
+        let (a, b) = (
+            &halves[t * vocab..(t + 1) * vocab],
+            &whole[t * vocab..(t + 1) * vocab],
+        );
+        assert!(rel_l2(a, b) <= 1e-5, "token {t}: {}", rel_l2(a, b));
+    }
+}
+
 #[test]
 fn unsupported_types_and_bad_input_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();

@@ -73,6 +73,9 @@ struct Buffers {
     states: Vec<attention::State>,
 }
 
+/// Most tokens one pass over the layers runs: longer prompts go in batches of this many.
+pub const UBATCH: usize = 512;
+
 /// A loaded model.
 pub struct CpuModel {
     cfg: Config,
@@ -212,6 +215,31 @@ impl CpuModel {
             )));
         }
         cache.reserve(pos + n);
+        if n <= UBATCH {
+            return self.forward_batch(cache, tokens, Some(all_logits));
+        }
+        // Long prompts run in batches of `UBATCH` tokens, so the scratch buffers stay
+        // bounded (as llama.cpp's micro-batches); only the last batch's logits are needed
+        // unless every token's are.
+        let mut logits = Vec::new();
+        let batches = tokens.chunks(UBATCH);
+        let last = batches.len() - 1;
+        for (i, batch) in batches.enumerate() {
+            let want = (all_logits || i == last).then_some(all_logits);
+            logits.extend_from_slice(&self.forward_batch(cache, batch, want)?);
+        }
+        Ok(logits)
+    }
+
+    /// [`CpuModel::forward`] for at most [`UBATCH`] checked tokens; `logits`: none, the
+    /// last token's (`Some(false)`) or every token's (`Some(true)`).
+    fn forward_batch(
+        &mut self,
+        cache: &mut KvCache,
+        tokens: &[u32],
+        logits: Option<bool>,
+    ) -> Result<Vec<f32>, MlError> {
+        let (n, pos) = (tokens.len(), cache.len());
         self.size_buffers(n);
         let h = self.cfg.hidden;
         for (t, &tok) in tokens.iter().enumerate() {
@@ -228,7 +256,10 @@ impl CpuModel {
             self.layer(l, cache, pos, n);
         }
         cache.advance(n);
-        self.logits(n, all_logits)
+        match logits {
+            Some(all) => self.logits(n, all),
+            None => Ok(Vec::new()),
+        }
     }
 
     fn size_buffers(&mut self, n: usize) {

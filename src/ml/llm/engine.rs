@@ -247,7 +247,7 @@ impl LlmEngine {
             )));
         }
         let max_new = params.max_tokens.min(window - prompt_ids.len());
-        let mut run = Run::start(&mut self.runner, &prompt_ids)?;
+        let mut run = Run::start(&mut self.runner, &prompt_ids, max_new)?;
         let cached = run.reused;
         let done = |completion_tokens, finish_reason| Completion {
             prompt_tokens: prompt_ids.len(),
@@ -320,10 +320,12 @@ struct Run {
 }
 
 impl Run {
-    fn start(runner: &mut Runner, prompt: &[u32]) -> Result<Self, MlError> {
+    /// Starts a run of `prompt` with room for `answer` more tokens.
+    fn start(runner: &mut Runner, prompt: &[u32], answer: usize) -> Result<Self, MlError> {
         match runner {
             Runner::Cpu { model, cache, .. } => {
-                let hit = cache.take(prompt, || model.new_cache());
+                let mut hit = cache.take(prompt, || model.new_cache());
+                hit.sequence.cache.reserve_exact(prompt.len() + answer);
                 tracing::debug!(
                     prompt_tokens = prompt.len(),
                     reused = hit.reused,

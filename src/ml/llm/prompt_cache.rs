@@ -112,7 +112,8 @@ impl PromptCache {
 
     /// Keeps `seq` as the most recently used sequence and drops the least recently used
     /// ones beyond the budget (a sequence larger than the whole budget is not kept).
-    pub fn put(&mut self, seq: Sequence) {
+    pub fn put(&mut self, mut seq: Sequence) {
+        seq.cache.shrink_to_fit();
         if seq.tokens.is_empty() || seq.cache.bytes() > self.budget {
             return;
         }

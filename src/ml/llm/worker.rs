@@ -210,4 +210,16 @@ fn run_job(engine: &mut LlmEngine, job: Job) {
     };
     // The caller may have gone; nothing to do then.
     let _ = events.try_send(event);
+    release_free_memory();
+}
+
+/// Hands memory freed by the generation (key/value states that grew or were copied,
+/// batch buffers) back to the system: glibc keeps freed blocks of this size in its heaps,
+/// where they would count towards the server's resident memory for good.
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free pages of the allocator's heaps.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }

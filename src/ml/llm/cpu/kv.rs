@@ -103,29 +103,52 @@ impl KvCache {
         self.layers * 2 * self.kv_heads * self.head_dim * self.ty.size()
     }
 
-    /// Makes room for `len` positions in all (at most the model's window).
+    /// Makes room for `len` positions in all (at most the model's window), doubling.
     pub fn reserve(&mut self, len: usize) {
-        if len <= self.cap {
-            return;
+        if len > self.cap {
+            self.grow(len.max(self.cap * 2).max(64).min(self.max.max(len)));
         }
-        let want = len.max(self.cap * 2).max(64).min(self.max.max(len));
+    }
+
+    /// Makes room for exactly `len` positions in all (at most the model's window): for a
+    /// generation that knows its prompt and longest answer, so it never grows (a growth
+    /// holds the old and the new state at once).
+    pub fn reserve_exact(&mut self, len: usize) {
+        let len = len.min(self.max);
+        if len > self.cap {
+            self.grow(len);
+        }
+    }
+
+    /// Gives back the room beyond the stored positions (for a state kept in the prompt
+    /// cache), one layer at a time.
+    pub fn shrink_to_fit(&mut self) {
+        let cap = self.len.div_ceil(KBLOCK) * KBLOCK;
+        if cap < self.cap {
+            self.grow(cap);
+        }
+    }
+
+    /// Reallocates every layer for `want` positions (rounded up to whole key blocks),
+    /// keeping as many stored positions as fit.
+    fn grow(&mut self, want: usize) {
         let cap = want.div_ceil(KBLOCK) * KBLOCK;
-        let (hd, old) = (self.head_dim * self.ty.size(), self.cap);
+        let (hd, kept) = (self.head_dim * self.ty.size(), self.cap.min(cap));
+        let old = self.cap;
         for l in 0..self.layers {
             let mut k = vec![0u8; self.kv_heads * cap * hd];
             let mut v = vec![0u8; self.kv_heads * cap * hd];
-            if old > 0 {
-                for h in 0..self.kv_heads {
-                    k[h * cap * hd..h * cap * hd + old * hd]
-                        .copy_from_slice(&self.k[l][h * old * hd..(h + 1) * old * hd]);
-                    v[h * cap * hd..h * cap * hd + old * hd]
-                        .copy_from_slice(&self.v[l][h * old * hd..(h + 1) * old * hd]);
-                }
+            for h in 0..self.kv_heads {
+                k[h * cap * hd..h * cap * hd + kept * hd]
+                    .copy_from_slice(&self.k[l][h * old * hd..h * old * hd + kept * hd]);
+                v[h * cap * hd..h * cap * hd + kept * hd]
+                    .copy_from_slice(&self.v[l][h * old * hd..h * old * hd + kept * hd]);
             }
             self.k[l] = k;
             self.v[l] = v;
         }
         self.cap = cap;
+        self.len = self.len.min(cap);
     }
 
     /// A new cache holding the first `len` positions of this one.
