@@ -192,7 +192,7 @@ mod tests {
             })
             .collect();
         // Two run, three wait: the queue is full, so a sixth is refused at once.
-        while pool.waiting() < 3 {
+        while pool.waiting() < 3 || running.load(Ordering::SeqCst) < 2 {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let refused = pool.run_blocking(|| ()).await;
