@@ -311,6 +311,11 @@ impl Assistant {
     ) -> Result<ChatReply> {
         let (hits, evidence) = self.turn_evidence(req, message).await;
         let kb_answers = evidence.as_ref().is_some_and(|e| e.answerable());
+        let kb = router::KbSignal {
+            answerable: kb_answers,
+            relevance: evidence.as_ref().map_or(0.0, |e| e.relevance),
+        };
+        let mut kb_question = kb_answers;
         let (tools, first_mode): (Vec<ToolInfo>, CallMode) = match &req.tool_choice {
             ToolChoice::None => (Vec::new(), CallMode::Auto),
             ToolChoice::Required(name) => (
@@ -325,10 +330,15 @@ impl Assistant {
                 let all = self.tools.list(None, true, user)?;
                 let route = self
                     .router
-                    .route(self.kb.embedder(), message, &all, kb_answers)
+                    .route(self.kb.embedder(), message, &all, kb)
                     .await
                     .map_err(|e| AssistantError::from(crate::error::Error::from(e)))?;
+                kb_question = route.kb_question;
                 let (names, mode) = match route.decision {
+                    // A question for the knowledge base that no tool clearly fits.
+                    Decision::Offer(_) | Decision::NoTool if route.kb_question => {
+                        (Vec::new(), CallMode::Auto)
+                    }
                     Decision::Call(names) => (names, CallMode::Required),
                     Decision::Offer(names) => (names, CallMode::Auto),
                     Decision::NoTool => (Vec::new(), CallMode::Auto),
@@ -340,8 +350,9 @@ impl Assistant {
                 (offered, mode)
             }
         };
-        // No tool, and the knowledge base holds the answer: a grounded answer from it.
-        if tools.is_empty() && kb_answers && req.attachments.is_empty() {
+        // No tool, and a question the knowledge base holds or is near: a grounded answer
+        // from it, or the statement that its sources do not hold one.
+        if tools.is_empty() && kb_question && req.attachments.is_empty() {
             if let Some(evidence) = &evidence {
                 return self.grounded_turn(message, &hits, evidence, sink).await;
             }
@@ -373,8 +384,8 @@ impl Assistant {
         let grammar = (!tools.is_empty())
             .then(|| ToolGrammar::new(tools.iter().zip(&schemas).map(|(t, s)| (t.tool_name, s))));
         // When the router chose one tool and the message states every argument it needs,
-        // a call the model fails to write (cut off, or text its tokenizer cannot spell
-        // under the grammar) is replaced by that reading.
+        // a call the model starts but fails to write (cut off, or text its tokenizer
+        // cannot spell under the grammar) is replaced by that reading.
         let fallback = match (&req.tool_choice, first_mode, tools.as_slice()) {
             (ToolChoice::Auto, CallMode::Required, [only]) => {
                 let arguments = Value::Object(slots::read(only.tool_name, message, top_source));
@@ -428,9 +439,6 @@ impl Assistant {
                 (output.trim().to_owned(), Vec::new())
             };
             if let (0, Some(f)) = (round, &fallback) {
-                if calls.is_empty() {
-                    calls.push(Err("no call written".into()));
-                }
                 for c in calls.iter_mut().filter(|c| c.is_err()) {
                     tracing::info!(error = ?c, tool = %f.name, "the model's call did not parse; the arguments read from the message stand in");
                     *c = Ok(f.clone());

@@ -38,6 +38,12 @@ const CANDIDATE_MARGIN: f32 = 0.12;
 const CUE: f32 = 0.3;
 /// What the knowledge base holding an answer adds to `ask_knowledge_base`.
 const KB_HOLDS_ANSWER: f32 = 0.25;
+/// What a question near the knowledge base's passages (though perhaps not answered by
+/// them) adds: such a question is asked of the knowledge base, which then says whether
+/// its sources hold the answer, rather than left to the model's own knowledge.
+const KB_NEAR_QUESTION: f32 = 0.15;
+/// Relevance (see `kb::grounding`) at which a question counts as near the passages.
+const KB_NEAR: f32 = 0.3;
 
 /// What the router decided.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,6 +61,9 @@ pub enum Decision {
 pub struct Route {
     pub decision: Decision,
     pub scores: Vec<(String, f32)>,
+    /// A question the knowledge base's passages hold, or are near: unless a tool is
+    /// called, it is answered from them (or they say they do not hold it).
+    pub kb_question: bool,
 }
 
 /// Ranks tools against messages (see the module docs).
@@ -90,14 +99,14 @@ impl ToolRouter {
         }
     }
 
-    /// Ranks `tools` (those the user may call) against `message`; `kb_answers` says
-    /// whether the knowledge base's passages hold an answer to it.
+    /// Ranks `tools` (those the user may call) against `message`; `kb` says what the
+    /// knowledge base's passages offer for it.
     pub async fn route(
         &self,
         embedder: &EmbedHandle,
         message: &str,
         tools: &[ToolInfo],
-        kb_answers: bool,
+        kb: KbSignal,
     ) -> Result<Route, crate::ml::MlError> {
         let vectors = self
             .vectors
@@ -123,8 +132,8 @@ impl ToolRouter {
             .map(|t| {
                 let name = t.tool_name;
                 let s = best.get(name).copied().unwrap_or(-1.0) + cues.adjust(name);
-                let s = if name == "ask_knowledge_base" && kb_answers {
-                    s + KB_HOLDS_ANSWER
+                let s = if name == "ask_knowledge_base" {
+                    s + kb.boost(&cues)
                 } else {
                     s
                 };
@@ -144,10 +153,16 @@ impl ToolRouter {
                 .collect::<Vec<_>>()
                 .join(" "),
             cues = ?cues,
-            kb_answers,
+            kb_answerable = kb.answerable,
+            kb_relevance = kb.relevance,
             "tool routing"
         );
-        Ok(Route { decision, scores })
+        let kb_question = kb.answerable || (cues.question && kb.relevance >= KB_NEAR);
+        Ok(Route {
+            decision,
+            scores,
+            kb_question,
+        })
     }
 }
 
@@ -183,6 +198,27 @@ fn decide(scores: &[(String, f32)]) -> Decision {
     Decision::Offer(candidates)
 }
 
+/// What the turn's knowledge-base passages offer for the message.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KbSignal {
+    /// They hold an answer (`Evidence::answerable`).
+    pub answerable: bool,
+    /// Best cosine between the message and one of their sentences.
+    pub relevance: f32,
+}
+
+impl KbSignal {
+    fn boost(&self, cues: &Cues) -> f32 {
+        if self.answerable {
+            KB_HOLDS_ANSWER
+        } else if cues.question && self.relevance >= KB_NEAR {
+            KB_NEAR_QUESTION
+        } else {
+            0.0
+        }
+    }
+}
+
 /// Cues the embedder reads poorly.
 #[derive(Debug, Default)]
 struct Cues {
@@ -197,6 +233,7 @@ struct Cues {
     conversations: bool,
     setting: bool,
     note: bool,
+    question: bool,
 }
 
 const DELETE_WORDS: &[&str] = &[
@@ -221,6 +258,10 @@ const THANKS_WORDS: &[&str] = &["شكرا", "مرحبا", "اهلا"];
 const CONVERSATION_WORDS: &[&str] = &["conversation", "conversations", "chat", "chats"];
 const SETTING_WORDS: &[&str] = &["setting", "settings"];
 const NOTE_WORDS: &[&str] = &["save", "store", "remember", "note", "titled"];
+const QUESTION_WORDS: &[&str] = &[
+    "what", "who", "when", "where", "which", "how", "why", "is", "are", "can", "do", "does", "may",
+    "must", "should", "هل", "ما", "ماذا", "متي", "كم", "كيف", "اين", "من",
+];
 
 impl Cues {
     fn of(message: &str) -> Self {
@@ -247,6 +288,8 @@ impl Cues {
             conversations: has(CONVERSATION_WORDS),
             setting: has(SETTING_WORDS),
             note: has(NOTE_WORDS),
+            question: message.trim_end().ends_with(['?', '؟'])
+                || words.first().is_some_and(|w| QUESTION_WORDS.contains(w)),
         }
     }
 
