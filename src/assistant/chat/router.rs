@@ -157,7 +157,11 @@ impl ToolRouter {
             kb_relevance = kb.relevance,
             "tool routing"
         );
-        let kb_question = kb.answerable || (cues.question && kb.relevance >= KB_NEAR);
+        // A question the router would leave to the model alongside ask_knowledge_base is
+        // one for the knowledge base too: the small model would answer it from nothing.
+        let asks_kb =
+            matches!(&decision, Decision::Offer(c) if c.iter().any(|t| t == "ask_knowledge_base"));
+        let kb_question = kb.answerable || (cues.question && (kb.relevance >= KB_NEAR || asks_kb));
         Ok(Route {
             decision,
             scores,
