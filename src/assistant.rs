@@ -47,6 +47,8 @@ pub struct Assistant {
     pub actions: actions::Actions,
     /// Onboarding sessions.
     pub onboarding: onboarding::Onboarding,
+    /// Picks the tools a chat turn offers (see `chat::router`).
+    pub router: chat::router::ToolRouter,
 }
 
 impl Assistant {
@@ -85,6 +87,7 @@ impl Assistant {
         Ok(Self {
             conversations,
             tools: tools::ToolRegistry::new(),
+            router: chat::router::ToolRouter::new(),
             actions,
             onboarding,
             users,

@@ -6,6 +6,7 @@ pub mod answer;
 pub mod bulk;
 pub mod documents;
 pub mod fetch;
+pub mod grounding;
 pub mod health;
 pub mod indexes;
 pub mod ingest;

@@ -195,9 +195,17 @@ async fn the_tool_loop_runs_rounds_exactly_as_the_model_asks() {
     // Four rounds: each later prompt carries the tool results of the earlier ones.
     let prompts = model.prompts();
     assert_eq!(prompts.len(), 4);
+    // The instructions come first and stay the same from turn to turn (for the prompt
+    // cache); the tools offered this turn, with their schemas, go with the user's message.
     assert!(
-        prompts[0][0].1.contains("calculate"),
-        "tools are offered in the system prompt"
+        !prompts[0][0].1.contains("calculate"),
+        "{}",
+        prompts[0][0].1
+    );
+    let first_turn = &prompts[0].last().unwrap().1;
+    assert!(
+        first_turn.contains("calculate") && first_turn.ends_with("What is 6*7?"),
+        "tools are offered with the message: {first_turn}"
     );
     let last_tool = prompts[1]
         .iter()
@@ -393,12 +401,13 @@ async fn attachments_join_the_turn_and_are_listed_on_the_message() {
     let reply = server.send_reply(with_auth(req, &auth)).await;
     let data = reply.data();
     assert_eq!(data["response"], "The file is about pump seals.");
-    let system = &model.prompts()[0][0].1;
+    let turn = model.prompts()[0].last().unwrap().1.clone();
     assert!(
-        system.contains("18 months") && system.contains("seals.md"),
-        "{system}"
+        turn.contains("18 months") && turn.contains("seals.md"),
+        "{turn}"
     );
-    assert!(system.contains("parts.csv"));
+    assert!(turn.contains("parts.csv"));
+    assert!(!model.prompts()[0][0].1.contains("seals.md"));
     let history = server
         .call(
             Method::GET,

@@ -1,5 +1,6 @@
 //! Onboarding from start to `completed` (every validation error, 409 outside review,
-//! another user's session is 404) and the chat-scope rate limit these operations share.
+//! another user's session is 404), by an administrator and by a plain user (who applied
+//! which settings is recorded), and the chat-scope rate limit these operations share.
 
 mod common;
 
@@ -35,12 +36,8 @@ async fn onboarding_start_to_completed() {
     let tmp = tempfile::tempdir().unwrap();
     let admin = Auth::Token(create_user(tmp.path(), "admin@example.com", "password1", true).await);
     let other = Auth::Token(create_user(tmp.path(), "other@example.com", "password2", true).await);
-    let user = Auth::Token(create_user(tmp.path(), "user@example.com", "password3", false).await);
     let server = TestServer::start(tmp.path()).await;
 
-    // Only admins onboard (the configuration is global).
-    let r = op(&server, "start_onboarding", json!({}), &user).await;
-    assert_eq!(r.error(403), "PermissionError");
     let r = op(
         &server,
         "start_onboarding",
@@ -259,6 +256,97 @@ async fn onboarding_start_to_completed() {
     assert_eq!(d["answers"]["industry"], "finance");
     assert!(d["answers"]["system_prompt"].is_null());
     assert_eq!(d["result"]["scrape_tasks"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn a_plain_user_onboards_their_own_session_and_is_recorded_as_applying_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let admin = Auth::Token(create_user(tmp.path(), "admin@example.com", "password1", true).await);
+    let user = Auth::Token(create_user(tmp.path(), "user@example.com", "password3", false).await);
+    let server = TestServer::start(tmp.path()).await;
+
+    // Guests do not onboard.
+    let r = op(&server, "start_onboarding", json!({}), &Auth::None).await;
+    assert!(matches!(r.status, 401 | 403), "{}", r.body);
+
+    let r = op(
+        &server,
+        "start_onboarding",
+        json!({"company_name": "Plain Co", "modules": ["knowledge_base"]}),
+        &user,
+    )
+    .await;
+    let sid = r.data()["session_id"].as_str().unwrap().to_owned();
+    // An administrator's session list is their own: this one does not exist for them.
+    let r = op(
+        &server,
+        "get_onboarding_status",
+        json!({"session_id": sid}),
+        &admin,
+    )
+    .await;
+    assert_eq!(r.error(404), "DoesNotExistError");
+    for (key, value) in [
+        ("industry", json!("retail")),
+        ("primary_language", json!("en")),
+        ("knowledge_sources", json!([])),
+        ("assistant_tone", json!("friendly")),
+        ("confirm_high_risk", json!("true")),
+        ("system_prompt", json!("")),
+    ] {
+        answer(&server, &user, &sid, key, value).await.data();
+    }
+    let r = op(
+        &server,
+        "get_onboarding_status",
+        json!({"session_id": sid}),
+        &user,
+    )
+    .await;
+    assert_eq!(r.data()["status"], "review", "{}", r.body);
+    let r = op(
+        &server,
+        "execute_onboarding_configuration",
+        json!({"session_id": sid}),
+        &user,
+    )
+    .await;
+    let d = r.data().clone();
+    assert_eq!(d["status"], "completed", "{d}");
+    assert_eq!(d["result"]["applied_by"]["email"], "user@example.com");
+    assert!(d["result"]["applied_by"]["user_id"]
+        .as_str()
+        .is_some_and(|u| !u.is_empty()));
+    let applied = d["result"]["settings"].as_array().unwrap();
+    assert!(applied.contains(&json!("company_name")), "{applied:?}");
+    assert!(d["result"]["scrape_tasks"].as_array().unwrap().is_empty());
+    let r = server
+        .call(
+            Method::GET,
+            "assistant.api.get_config",
+            &json!({}),
+            &Auth::None,
+        )
+        .await;
+    assert_eq!(r.data()["company_name"], "Plain Co");
+    assert_eq!(r.data()["onboarding_completed"], true);
+    // The record stays with the session.
+    let r = op(
+        &server,
+        "get_onboarding_status",
+        json!({"session_id": sid}),
+        &user,
+    )
+    .await;
+    assert_eq!(
+        r.data()["result"]["applied_by"]["email"],
+        "user@example.com"
+    );
+    // The settings themselves stay an administrator's to read.
+    let r = server
+        .call(Method::GET, "assistant.api.get_settings", &json!({}), &user)
+        .await;
+    assert_eq!(r.error(403), "PermissionError");
 }
 
 #[tokio::test]

@@ -124,25 +124,36 @@ impl Drop for Server {
 /// starts); returns their `key:secret` credentials.
 pub fn create_users(bin: &Path, data_dir: &Path, n: usize) -> anyhow::Result<Vec<String>> {
     (0..n)
-        .map(|i| {
-            let out = Command::new(bin)
-                .args(["user", "add", &format!("load{i}@example.com")])
-                .args(["--password", "load-test-password"])
-                .arg("--data-dir")
-                .arg(data_dir)
-                .current_dir(data_dir)
-                .env("RUST_LOG", "warn")
-                .output()
-                .context("ragd user add")?;
-            if !out.status.success() {
-                bail!(
-                    "ragd user add failed: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            }
-            let stdout = String::from_utf8(out.stdout)?;
-            let last = stdout.lines().last().context("no credentials printed")?;
-            Ok(last.trim().to_owned())
-        })
+        .map(|i| create_user(bin, data_dir, &format!("load{i}@example.com"), false))
         .collect()
+}
+
+/// Creates one assistant user (an administrator when `admin`) with `ragd user add`;
+/// returns its `key:secret` credentials.
+pub fn create_user(
+    bin: &Path,
+    data_dir: &Path,
+    email: &str,
+    admin: bool,
+) -> anyhow::Result<String> {
+    let mut cmd = Command::new(bin);
+    cmd.args(["user", "add", email])
+        .args(["--password", "load-test-password"])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .current_dir(data_dir)
+        .env("RUST_LOG", "warn");
+    if admin {
+        cmd.arg("--admin");
+    }
+    let out = cmd.output().context("ragd user add")?;
+    if !out.status.success() {
+        bail!(
+            "ragd user add failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let stdout = String::from_utf8(out.stdout)?;
+    let last = stdout.lines().last().context("no credentials printed")?;
+    Ok(last.trim().to_owned())
 }

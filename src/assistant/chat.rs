@@ -6,6 +6,8 @@
 //! optional event sink (the SSE stream); a closed sink stops the generation.
 
 pub mod prompt;
+pub mod router;
+pub mod slots;
 
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -15,10 +17,15 @@ use super::conversations::{NewMessage, Role as StoredRole};
 use super::tools::ToolInfo;
 use super::users::CurrentUser;
 use super::{Assistant, AssistantError};
+use crate::kb::answer::GenerateAnswer;
+use crate::kb::grounding::Evidence;
 use crate::kb::query::{QueryParams, QuerySource};
 use crate::kb::search::SearchParams;
-use crate::ml::llm::tool_grammar::{parse_calls, CallMode, ToolCallFilter, ToolGrammar, OPEN};
+use crate::ml::llm::tool_grammar::{
+    parse_calls, CallMode, ParsedCall, ToolCallFilter, ToolGrammar, OPEN,
+};
 use crate::ml::llm::{ChatMessage, GenerateRequest, Generation, Role, SharedGenerator};
+use router::Decision;
 
 type Result<T> = std::result::Result<T, AssistantError>;
 
@@ -103,6 +110,10 @@ pub struct ChatReply {
     pub sources: Vec<QuerySource>,
     /// `generative` (the LLM) or `extractive` (no LLM).
     pub answer_mode: String,
+    /// What was checked of a knowledge-base answer against its sources (the `grounding`
+    /// of `/query`); absent when the reply is not one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grounding: Option<Value>,
     #[serde(skip)]
     pub tokens_in: u64,
     #[serde(skip)]
@@ -283,6 +294,7 @@ impl Assistant {
             requires_confirmation: false,
             sources: answer.sources,
             answer_mode: "extractive".into(),
+            grounding: serde_json::to_value(&answer.grounding).ok(),
             tokens_in: 0,
             tokens_out: 0,
         })
@@ -297,52 +309,105 @@ impl Assistant {
         llm: SharedGenerator,
         sink: Option<&mpsc::Sender<ChatEvent>>,
     ) -> Result<ChatReply> {
-        let hits = match self
-            .kb
-            .retrieve(SearchParams {
-                query: message.to_owned(),
-                top_k: TURN_PASSAGES,
-                initial_k: 20,
-                mode: Default::default(),
-            })
-            .await
-        {
-            Ok(r) => r.hits,
-            Err(e) => {
-                tracing::warn!(error = %e, "chat retrieval failed; answering without sources");
-                Vec::new()
+        let (hits, evidence) = self.turn_evidence(req, message).await;
+        let kb_answers = evidence.as_ref().is_some_and(|e| e.answerable());
+        let kb = router::KbSignal {
+            answerable: kb_answers,
+            relevance: evidence.as_ref().map_or(0.0, |e| e.relevance),
+        };
+        let mut kb_question = kb_answers;
+        let (tools, first_mode): (Vec<ToolInfo>, CallMode) = match &req.tool_choice {
+            ToolChoice::None => (Vec::new(), CallMode::Auto),
+            ToolChoice::Required(name) => (
+                self.tools
+                    .list(None, true, user)?
+                    .into_iter()
+                    .filter(|t| t.tool_name == name)
+                    .collect(),
+                CallMode::Required,
+            ),
+            ToolChoice::Auto => {
+                let all = self.tools.list(None, true, user)?;
+                let route = self
+                    .router
+                    .route(self.kb.embedder(), message, &all, kb)
+                    .await
+                    .map_err(|e| AssistantError::from(crate::error::Error::from(e)))?;
+                kb_question = route.kb_question;
+                let (names, mode) = match route.decision {
+                    // A question for the knowledge base that no tool clearly fits.
+                    Decision::Offer(_) | Decision::NoTool if route.kb_question => {
+                        (Vec::new(), CallMode::Auto)
+                    }
+                    Decision::Call(names) => (names, CallMode::Required),
+                    Decision::Offer(names) => (names, CallMode::Auto),
+                    Decision::NoTool => (Vec::new(), CallMode::Auto),
+                };
+                let offered = names
+                    .iter()
+                    .filter_map(|n| all.iter().find(|t| t.tool_name == n).cloned())
+                    .collect();
+                (offered, mode)
             }
         };
-        let tools: Vec<ToolInfo> = match &req.tool_choice {
-            ToolChoice::None => Vec::new(),
-            ToolChoice::Auto => self.tools.list(None, true, user)?,
-            ToolChoice::Required(name) => self
-                .tools
-                .list(None, true, user)?
-                .into_iter()
-                .filter(|t| t.tool_name == name)
-                .collect(),
-        };
+        // No tool, and a question the knowledge base holds or is near: a grounded answer
+        // from it, or the statement that its sources do not hold one.
+        if tools.is_empty() && kb_question && req.attachments.is_empty() {
+            if let Some(evidence) = &evidence {
+                return self.grounded_turn(message, &hits, evidence, sink).await;
+            }
+        }
         let attachments: String = req
             .attachments
             .iter()
             .map(|a| format!("--- {} ---\n{}", a.filename, a.text))
             .collect::<Vec<_>>()
             .join("\n\n");
-        let system =
-            prompt::system_message(req.system_prompt.as_deref(), &tools, &hits, &attachments);
-        let grammar = (!tools.is_empty()).then(|| {
-            ToolGrammar::new(
-                tools
-                    .iter()
-                    .map(|t| (t.tool_name, t.schema.as_ref().unwrap_or(&Value::Null))),
-            )
-        });
+        let system = prompt::system_message(req.system_prompt.as_deref());
+        // Routed turns pin the arguments the message states (see `slots`).
+        let top_source = hits.first().map(|h| h.source.as_str());
+        let schemas: Vec<Value> = tools
+            .iter()
+            .map(|t| {
+                let schema = t.schema.clone().unwrap_or(Value::Null);
+                if req.tool_choice != ToolChoice::Auto {
+                    return schema;
+                }
+                let pinned = slots::read(t.tool_name, message, top_source);
+                if !pinned.is_empty() {
+                    let shown = serde_json::to_string(&pinned).unwrap_or_default();
+                    tracing::info!(tool = t.tool_name, pinned = %shown, "arguments read from the message");
+                }
+                slots::pin(&schema, &pinned)
+            })
+            .collect();
+        let grammar = (!tools.is_empty())
+            .then(|| ToolGrammar::new(tools.iter().zip(&schemas).map(|(t, s)| (t.tool_name, s))));
+        // When the router chose one tool and the message states every argument it needs,
+        // a call the model starts but fails to write (cut off, or text its tokenizer
+        // cannot spell under the grammar) is replaced by that reading.
+        let fallback = match (&req.tool_choice, first_mode, tools.as_slice()) {
+            (ToolChoice::Auto, CallMode::Required, [only]) => {
+                let arguments = Value::Object(slots::read(only.tool_name, message, top_source));
+                self.tools
+                    .validate(only.tool_name, &arguments)
+                    .ok()
+                    .map(|_| ParsedCall {
+                        name: only.tool_name.to_owned(),
+                        arguments,
+                    })
+            }
+            _ => None,
+        };
         let max_tokens = req.max_tokens.unwrap_or(self.config.llm_max_tokens);
-        let mut turn = vec![ChatMessage::new(Role::User, message)];
+        let mut turn = vec![ChatMessage::new(
+            Role::User,
+            prompt::turn_message(message, &tools, &attachments),
+        )];
         let mut records: Vec<ToolCallRecord> = Vec::new();
         let (mut tokens_in, mut tokens_out) = (0u64, 0u64);
         let mut response = String::new();
+        let mut kb_answer: Option<Value> = None;
         for round in 0..MAX_ROUNDS {
             let (prompt, room) = {
                 let llm = llm.clone();
@@ -358,20 +423,27 @@ impl Assistant {
             request.params.max_tokens = room;
             request.params.temperature = self.config.llm_temperature;
             if let Some(g) = &grammar {
-                let mode = match (&req.tool_choice, round) {
-                    (ToolChoice::Required(_), 0) => CallMode::Required,
-                    _ => CallMode::Auto,
+                let mode = if round == 0 {
+                    first_mode
+                } else {
+                    CallMode::Auto
                 };
                 request.filter = Some(Box::new(ToolCallFilter::new(g.clone(), mode)));
             }
             let output = self
                 .generate_round(llm.as_ref(), request, sink, &mut tokens_in, &mut tokens_out)
                 .await?;
-            let (text, calls) = if grammar.is_some() {
+            let (text, mut calls) = if grammar.is_some() {
                 parse_calls(&output)
             } else {
                 (output.trim().to_owned(), Vec::new())
             };
+            if let (0, Some(f)) = (round, &fallback) {
+                for c in calls.iter_mut().filter(|c| c.is_err()) {
+                    tracing::info!(error = ?c, tool = %f.name, "the model's call did not parse; the arguments read from the message stand in");
+                    *c = Ok(f.clone());
+                }
+            }
             response = text.clone();
             if calls.is_empty() {
                 break;
@@ -379,10 +451,25 @@ impl Assistant {
             let mut fed_back = Vec::new();
             let mut must_stop = false;
             for call in calls {
+                // A small model may ask again for what it was just given: the turn ends
+                // with what it has rather than looping.
+                if let Ok(c) = &call {
+                    if records
+                        .iter()
+                        .any(|r| r.tool_name == c.name && r.params == c.arguments)
+                    {
+                        tracing::info!(tool = %c.name, "the model repeated a call; the turn ends");
+                        must_stop = true;
+                        continue;
+                    }
+                }
                 let record = self
                     .handle_call(user, call, req.auto_execute_tools, sink)
                     .await?;
                 must_stop |= matches!(record.status.as_str(), "proposed" | "pending_confirmation");
+                if record.tool_name == "ask_knowledge_base" && record.status == "executed" {
+                    kb_answer = Some(record.result.clone());
+                }
                 fed_back.push(json!({
                     "tool_name": record.tool_name,
                     "success": record.status == "executed",
@@ -391,7 +478,9 @@ impl Assistant {
                 }));
                 records.push(record);
             }
-            if must_stop || round + 1 == MAX_ROUNDS {
+            // A knowledge-base answer is already written and checked against its sources:
+            // it is the reply, not material for the model to retell.
+            if kb_answer.is_some() || must_stop || round + 1 == MAX_ROUNDS {
                 break;
             }
             turn.push(ChatMessage::new(
@@ -406,7 +495,18 @@ impl Assistant {
                 Value::Array(fed_back).to_string(),
             ));
         }
-        if response.is_empty() && !records.is_empty() {
+        let (mut sources, mut grounding) = (Vec::new(), None);
+        if let Some(r) = kb_answer {
+            let answer = r["answer"].as_str().unwrap_or_default().to_owned();
+            response = if response.is_empty() {
+                answer
+            } else {
+                format!("{response} {answer}")
+            };
+            emit(sink, ChatEvent::Content(response.clone())).await?;
+            sources = serde_json::from_value(r["sources"].clone()).unwrap_or_default();
+            grounding = Some(r["grounding"].clone());
+        } else if response.is_empty() && !records.is_empty() {
             response = summary_of(&records);
             emit(sink, ChatEvent::Content(response.clone())).await?;
         }
@@ -416,10 +516,89 @@ impl Assistant {
             requires_confirmation: records.iter().any(|r| r.status == "pending_confirmation"),
             response,
             tool_calls: records,
-            sources: hits.iter().map(QuerySource::from).collect(),
+            sources,
             answer_mode: "generative".into(),
+            grounding,
             tokens_in,
             tokens_out,
+        })
+    }
+
+    /// The turn's knowledge-base passages and what they offer for the message (none when
+    /// the turn names its tools or retrieval fails: the chat then goes on without them).
+    async fn turn_evidence(
+        &self,
+        req: &ChatRequest,
+        message: &str,
+    ) -> (Vec<crate::kb::SearchHit>, Option<Evidence>) {
+        if matches!(req.tool_choice, ToolChoice::Required(_)) {
+            return (Vec::new(), None);
+        }
+        let hits = match self
+            .kb
+            .retrieve(SearchParams {
+                query: message.to_owned(),
+                top_k: TURN_PASSAGES,
+                initial_k: 20,
+                mode: Default::default(),
+            })
+            .await
+        {
+            Ok(r) => r.hits,
+            Err(e) => {
+                tracing::warn!(error = %e, "chat retrieval failed; answering without sources");
+                return (Vec::new(), None);
+            }
+        };
+        if hits.is_empty() {
+            return (hits, None);
+        }
+        match self.kb.evidence(message, &hits).await {
+            Ok(e) => (hits, Some(e)),
+            Err(e) => {
+                tracing::warn!(error = %e, "chat evidence failed; answering without sources");
+                (hits, None)
+            }
+        }
+    }
+
+    /// A knowledge-base answer without a tool call: generated from `hits`, checked
+    /// sentence by sentence, sent as one piece.
+    async fn grounded_turn(
+        &self,
+        message: &str,
+        hits: &[crate::kb::SearchHit],
+        evidence: &Evidence,
+        sink: Option<&mpsc::Sender<ChatEvent>>,
+    ) -> Result<ChatReply> {
+        let generated = self
+            .kb
+            .generate_answer(GenerateAnswer {
+                question: message,
+                hits,
+                evidence,
+                temperature: None,
+                sink: None,
+            })
+            .await?;
+        let Some(g) = generated else {
+            return self.extractive_turn(message, sink).await;
+        };
+        emit(sink, ChatEvent::Content(g.answer.clone())).await?;
+        Ok(ChatReply {
+            conversation_id: String::new(),
+            message_id: String::new(),
+            response: g.answer,
+            tool_calls: Vec::new(),
+            requires_confirmation: false,
+            sources: hits[..g.passages_used.min(hits.len())]
+                .iter()
+                .map(QuerySource::from)
+                .collect(),
+            answer_mode: "generative".into(),
+            grounding: serde_json::to_value(&g.grounding).ok(),
+            tokens_in: g.generated.prompt_tokens as u64,
+            tokens_out: g.generated.completion_tokens as u64,
         })
     }
 
@@ -560,7 +739,21 @@ fn summary_of(records: &[ToolCallRecord]) -> String {
                 r.action_id.as_deref().unwrap_or("")
             ),
             "proposed" => format!("Proposed: {} with {}.", r.tool_name, r.params),
-            "executed" => format!("{} ran: {}", r.tool_name, r.result),
+            "executed" => match r.tool_name.as_str() {
+                "get_current_datetime" => format!(
+                    "It is {} on {}, {} (UTC offset {} minutes).",
+                    r.result["time"].as_str().unwrap_or_default(),
+                    r.result["weekday"].as_str().unwrap_or_default(),
+                    r.result["date"].as_str().unwrap_or_default(),
+                    r.result["utc_offset_minutes"],
+                ),
+                "calculate" => format!(
+                    "{} = {}",
+                    r.params["expression"].as_str().unwrap_or_default(),
+                    r.result["result"]
+                ),
+                _ => format!("{} ran: {}", r.tool_name, r.result),
+            },
             _ => format!(
                 "{} failed: {}",
                 r.tool_name,

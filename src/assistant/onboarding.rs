@@ -5,8 +5,10 @@
 //! States: `in_progress` -> `review` (every question answered or an optional one
 //! skipped) -> `completed` | `failed` (by `execute`). Answers may still be changed in
 //! `review`; nothing changes after `completed`/`failed` (409). A session belongs to
-//! the user who started it; anyone else gets 404. Starting and executing need an admin,
-//! because the configuration is global. The API counts these operations in the chat
+//! the user who started it; anyone else gets 404. Every signed-in user may onboard (the
+//! contract restricts only `get_settings` to administrators); because the configuration
+//! it applies is global, each execution records who applied which settings (`applied_by`
+//! in the session's result, and the log). The API counts these operations in the chat
 //! rate-limit scope.
 
 pub mod questions;
@@ -76,7 +78,6 @@ impl Onboarding {
         modules: Option<Value>,
         company_name: Option<Value>,
     ) -> Result<Value> {
-        user.require_admin()?;
         let mut state = State::default();
         for (key, given) in [("modules", modules), ("company_name", company_name)] {
             let Some(given) = given else { continue };
@@ -169,7 +170,6 @@ impl Onboarding {
 
     /// Applies the generated configuration; only from `review` (409 otherwise).
     pub async fn execute(&self, user: &CurrentUser, session_id: &str) -> Result<Value> {
-        user.require_admin()?;
         let _one_at_a_time = self.executing.lock().await;
         let mut row = self.load(user, session_id).await?;
         if row.status != "review" {
@@ -180,12 +180,23 @@ impl Onboarding {
         }
         let mut state = decode(&row.state)?;
         let config = state.configuration.clone().unwrap_or(Value::Null);
-        let mut applied = json!({"settings": [], "enabled_modules": [], "scrape_tasks": []});
+        let mut applied = json!({
+            "settings": [],
+            "enabled_modules": [],
+            "scrape_tasks": [],
+            "applied_by": {"user_id": user.id, "email": user.email},
+        });
         let outcome = self.apply(&config, &mut applied).await;
         match outcome {
             Ok(()) => {
                 row.status = "completed".into();
-                tracing::info!(session_id, "onboarding configuration executed");
+                tracing::info!(
+                    session_id,
+                    user_id = %user.id,
+                    email = %user.email,
+                    settings = %applied["settings"],
+                    "onboarding configuration executed"
+                );
             }
             Err(e) => {
                 let reason = match &e {

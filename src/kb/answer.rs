@@ -1,9 +1,12 @@
 //! Generative answers: the retrieved passages fitted to the LLM's window, a prompt that
-//! makes the model answer from them and cite them by number, and the generation itself
-//! (streamed piece by piece to an optional sink).
+//! makes the model answer from them and cite them by number (the fixed instructions
+//! first, so the LLM's prompt cache keeps them; then the sources and the question), and
+//! the generation itself, checked sentence by sentence against the passages
+//! ([`super::grounding`]) and streamed to an optional sink as each sentence passes.
 
 use tokio::sync::mpsc;
 
+use super::grounding::{self, Evidence, Grounding, SentenceCheck};
 use super::query::format_context;
 use super::{KnowledgeBase, SearchHit};
 use crate::error::{Error, Result};
@@ -121,17 +124,24 @@ pub struct GenerateAnswer<'a> {
     pub question: &'a str,
     /// Retrieved passages, best first.
     pub hits: &'a [SearchHit],
+    /// What the passages offer (from [`KnowledgeBase::evidence`] over `hits`).
+    pub evidence: &'a Evidence,
     /// Temperature override.
     pub temperature: Option<f64>,
-    /// Receives each piece of the answer as it is generated; when it is closed the
+    /// Receives each checked sentence of the answer as it is ready; when it is closed the
     /// generation stops.
     pub sink: Option<&'a mpsc::Sender<String>>,
 }
 
-/// A generated answer with the context it was drawn from.
+/// A grounded answer with the context it was drawn from.
 pub struct GeneratedAnswer {
-    /// The model's output.
+    /// The answer as presented: supported sentences with their citations, else the
+    /// sources' own sentences or a statement that the sources do not say.
+    pub answer: String,
+    /// The model's output as generated (empty when the model was not asked).
     pub generated: Generated,
+    /// What was checked.
+    pub grounding: Grounding,
     /// The context given to the model.
     pub context: String,
     /// Passages that fit.
@@ -140,13 +150,43 @@ pub struct GeneratedAnswer {
     pub formatting: std::time::Duration,
 }
 
+/// Sentences taken from the sources when the model's own are all unsupported...
+const FALLBACK_SENTENCES: usize = 2;
+/// ...a further one only when it is about as close to the question as the best one.
+const FALLBACK_MARGIN: f32 = 0.1;
+
 impl KnowledgeBase {
-    /// Answers from `hits` with the LLM; `Ok(None)` when no LLM is loaded.
+    /// Answers from `hits` with the LLM, keeping only the sentences the passages support
+    /// (see [`super::grounding`]); `Ok(None)` when no LLM is loaded. Passages too far from
+    /// the question are not given to the model at all: the answer then says that the
+    /// sources do not hold it.
     pub async fn generate_answer(&self, a: GenerateAnswer<'_>) -> Result<Option<GeneratedAnswer>> {
         let Some(llm) = self.llm.clone() else {
             return Ok(None);
         };
         let started = std::time::Instant::now();
+        if !a.evidence.answerable() {
+            tracing::info!(
+                relevance = a.evidence.relevance,
+                coverage = a.evidence.coverage,
+                "passages do not hold the answer; not generating"
+            );
+            let answer = grounding::not_in_sources_reply(a.question);
+            send(a.sink, &answer).await?;
+            return Ok(Some(GeneratedAnswer {
+                grounding: outcome(a.evidence, Vec::new(), "not_in_sources"),
+                answer,
+                generated: Generated {
+                    text: String::new(),
+                    prompt_tokens: 0,
+                    completion_tokens: 0,
+                    finish_reason: crate::ml::llm::FinishReason::Stop,
+                },
+                context: format_context(a.hits),
+                passages_used: 0,
+                formatting: started.elapsed(),
+            }));
+        }
         let defaults = self.llm_defaults;
         let (question, hits) = (a.question.to_owned(), a.hits.to_vec());
         let llm2 = llm.clone();
@@ -160,35 +200,179 @@ impl KnowledgeBase {
         request.params.temperature = a.temperature.unwrap_or(defaults.temperature);
         let mut generation = Generation::start(llm.as_ref(), request)?;
         let mut text = String::new();
+        let mut checked = CheckedText::new(self, a.evidence);
         while let Some(piece) = generation.next_text().await? {
-            if let Some(sink) = a.sink {
-                if sink.send(piece.clone()).await.is_err() {
-                    tracing::info!("client went away; generation stopped");
-                    return Err(Error::Cancelled);
-                }
-            }
             text.push_str(&piece);
+            for shown in checked.push(&piece).await? {
+                send(a.sink, &shown).await?;
+            }
+        }
+        for shown in checked.finish().await? {
+            send(a.sink, &shown).await?;
         }
         let f = generation.finished();
+        let (mut answer, checks) = checked.into_parts();
+        let kind = if !answer.is_empty() {
+            "answered"
+        } else if a.evidence.relevance < grounding::STRONG {
+            answer = grounding::not_in_sources_reply(a.question);
+            "not_in_sources"
+        } else {
+            // Passages this close to the question outweigh a small model's refusal or
+            // its unsupported sentences: their own sentences answer.
+            answer = extractive_sentences(a.evidence, FALLBACK_SENTENCES, FALLBACK_MARGIN);
+            "extractive"
+        };
+        if kind != "answered" {
+            send(a.sink, &answer).await?;
+        }
+        let grounding = outcome(a.evidence, checks, kind);
         tracing::info!(
             model = %llm.info().name,
             prompt_tokens = f.prompt_tokens,
             completion_tokens = f.completion_tokens,
             finish = f.finish_reason.as_str(),
             passages = fitted.passages_used,
+            outcome = kind,
+            supported = grounding.supported,
+            unsupported = grounding.unsupported,
             "generated answer"
         );
         Ok(Some(GeneratedAnswer {
+            answer,
             generated: Generated {
                 text: text.trim().to_owned(),
                 prompt_tokens: f.prompt_tokens,
                 completion_tokens: f.completion_tokens,
                 finish_reason: f.finish_reason,
             },
+            grounding,
             context: fitted.context,
             passages_used: fitted.passages_used,
             formatting,
         }))
+    }
+}
+
+async fn send(sink: Option<&mpsc::Sender<String>>, text: &str) -> Result<()> {
+    if let Some(sink) = sink {
+        if sink.send(text.to_owned()).await.is_err() {
+            tracing::info!("client went away; generation stopped");
+            return Err(Error::Cancelled);
+        }
+    }
+    Ok(())
+}
+
+/// The grounding record of an answer.
+pub fn outcome(evidence: &Evidence, sentences: Vec<SentenceCheck>, kind: &str) -> Grounding {
+    Grounding {
+        outcome: kind.into(),
+        answerable: evidence.answerable(),
+        relevance: evidence.relevance,
+        coverage: evidence.coverage,
+        supported: sentences
+            .iter()
+            .filter(|s| s.supported && s.on_topic)
+            .count(),
+        unsupported: sentences
+            .iter()
+            .filter(|s| !s.supported && !s.refusal)
+            .count(),
+        off_topic: sentences
+            .iter()
+            .filter(|s| s.supported && !s.on_topic)
+            .count(),
+        sentences,
+        method: grounding::METHOD.into(),
+    }
+}
+
+/// Up to `n` of the sources' sentences closest to the question (within `margin` of the
+/// best), in the order they appear in the sources, each cited with its passage number.
+pub fn extractive_sentences(evidence: &Evidence, n: usize, margin: f32) -> String {
+    evidence
+        .best_sentences(n, margin)
+        .into_iter()
+        .map(|(passage, text)| grounding::cite(text, &[passage + 1]))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// An answer's text, checked sentence by sentence as it arrives: each complete sentence
+/// is checked against the evidence and, when supported, released with its citations.
+pub struct CheckedText<'a> {
+    kb: &'a KnowledgeBase,
+    evidence: &'a Evidence,
+    pending: String,
+    kept: Vec<String>,
+    checks: Vec<SentenceCheck>,
+}
+
+impl<'a> CheckedText<'a> {
+    /// An empty text checked against `evidence`.
+    pub fn new(kb: &'a KnowledgeBase, evidence: &'a Evidence) -> Self {
+        Self {
+            kb,
+            evidence,
+            pending: String::new(),
+            kept: Vec::new(),
+            checks: Vec::new(),
+        }
+    }
+
+    /// Adds a piece; returns what may be shown now.
+    pub async fn push(&mut self, piece: &str) -> Result<Vec<String>> {
+        self.pending.push_str(piece);
+        let mut sentences = grounding::text::answer_sentences(&self.pending);
+        // The last sentence may still grow, unless the text ends after a full stop and a
+        // space or line break.
+        let closed = self.pending.ends_with(char::is_whitespace)
+            && self
+                .pending
+                .trim_end()
+                .ends_with(['.', '!', '?', '؟', '。', ']']);
+        if !closed {
+            let Some(last) = sentences.pop() else {
+                return Ok(Vec::new());
+            };
+            let Some(at) = self.pending.rfind(last.as_str()) else {
+                return Ok(Vec::new());
+            };
+            self.pending.drain(..at);
+        } else {
+            self.pending.clear();
+        }
+        self.check(sentences).await
+    }
+
+    /// Checks what is left; returns what may be shown.
+    pub async fn finish(&mut self) -> Result<Vec<String>> {
+        let rest = grounding::text::answer_sentences(&std::mem::take(&mut self.pending));
+        self.check(rest).await
+    }
+
+    async fn check(&mut self, sentences: Vec<String>) -> Result<Vec<String>> {
+        if sentences.is_empty() {
+            return Ok(Vec::new());
+        }
+        let checks = self.kb.check_sentences(&sentences, self.evidence).await?;
+        let mut shown = Vec::new();
+        for mut c in checks {
+            if c.supported && c.on_topic {
+                c.text = grounding::cite(&c.text, &c.sources);
+                let sep = if self.kept.is_empty() { "" } else { " " };
+                shown.push(format!("{sep}{}", c.text));
+                self.kept.push(c.text.clone());
+            }
+            self.checks.push(c);
+        }
+        Ok(shown)
+    }
+
+    /// The kept sentences joined (the answer) and every check.
+    pub fn into_parts(self) -> (String, Vec<SentenceCheck>) {
+        (self.kept.join(" "), self.checks)
     }
 }
 

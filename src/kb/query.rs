@@ -1,7 +1,9 @@
-//! `/query`: retrieve, format the context, answer. With an LLM the answer is generated
-//! from the passages that fit its window (see `answer`); with none it is extractive: the
-//! passages' sentences closest to the question (by the embedder), each cited with its
-//! source number. `answer_mode` says which.
+//! `/query`: retrieve, weigh the evidence, answer. With an LLM the answer is generated
+//! from the passages that fit its window and checked sentence by sentence (see `answer`
+//! and `grounding`); with none it is extractive: the passages' sentences closest to the
+//! question (by the embedder), each cited with its source number. Either way, passages
+//! too far from the question give "the sources do not say" rather than an answer.
+//! `answer_mode` says which mode answered; `grounding` what was checked.
 
 use std::time::{Duration, Instant};
 
@@ -10,8 +12,9 @@ use utoipa::ToSchema;
 
 use tokio::sync::mpsc;
 
-use super::answer::GenerateAnswer;
-use super::search::{searchable, Retrieved, SearchParams};
+use super::answer::{extractive_sentences, outcome, GenerateAnswer};
+use super::grounding::{not_in_sources_reply, Evidence, Grounding};
+use super::search::{Retrieved, SearchParams};
 use super::{KnowledgeBase, SearchHit};
 use crate::error::Result;
 
@@ -27,7 +30,7 @@ pub struct QueryParams {
 }
 
 /// A source of the answer.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, ToSchema)]
 pub struct QuerySource {
     pub title: String,
     pub source: String,
@@ -73,12 +76,15 @@ pub struct QueryResponse {
     pub context_used: Option<String>,
     /// `extractive` (no LLM: the passages' best sentences) or `generative`.
     pub answer_mode: String,
+    /// What was checked of the answer against the sources (not in the contract): whether
+    /// the passages hold an answer, and each generated sentence's support.
+    pub grounding: Grounding,
 }
 
-/// Most sentences an extractive answer quotes.
+/// Most sentences an extractive answer quotes...
 const ANSWER_SENTENCES: usize = 3;
-/// Most sentences considered (from the best passages first).
-const MAX_CANDIDATES: usize = 80;
+/// ...each within this cosine of the best one.
+const ANSWER_MARGIN: f32 = 0.2;
 
 fn meta(h: &SearchHit, key: &str) -> String {
     h.metadata
@@ -106,27 +112,15 @@ pub fn format_context(hits: &[SearchHit]) -> String {
         .join("\n\n")
 }
 
-/// Sentences of a passage of at least three words (line breaks end sentences too).
-fn sentences(text: &str) -> Vec<String> {
-    text.lines()
-        .flat_map(crate::chunk::sentences)
-        .filter(|s| s.split_whitespace().count() >= 3)
-        .map(str::to_owned)
-        .collect()
-}
-
-fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
-}
-
 impl KnowledgeBase {
     /// Answers a question from the knowledge base.
     pub async fn query(&self, p: QueryParams) -> Result<QueryResponse> {
         self.query_streaming(p, None).await
     }
 
-    /// Answers a question, sending each piece of a generated answer to `sink` as it comes
-    /// (an extractive answer arrives as one piece). A closed sink stops the generation.
+    /// Answers a question, sending each checked sentence of a generated answer to `sink`
+    /// as it comes (an extractive answer arrives as one piece). A closed sink stops the
+    /// generation.
     #[tracing::instrument(skip_all, fields(top_k = p.top_k, initial_k = p.initial_k))]
     pub async fn query_streaming(
         &self,
@@ -147,29 +141,39 @@ impl KnowledgeBase {
                 mode: Default::default(),
             })
             .await?;
+        let checking = Instant::now();
+        let evidence = if hits.is_empty() {
+            Evidence::empty()
+        } else {
+            self.evidence(&p.question, &hits).await?
+        };
+        let checking = checking.elapsed();
         let generating = Instant::now();
         let generated = self
             .generate_answer(GenerateAnswer {
                 question: &p.question,
                 hits: &hits,
+                evidence: &evidence,
                 temperature: p.temperature,
                 sink,
             })
             .await?;
-        let (answer, context, context_formatting, llm_generation, mode) = match generated {
+        let (answer, context, context_formatting, llm_generation, mode, grounding) = match generated
+        {
             Some(g) => (
-                g.generated.text,
+                g.answer,
                 g.context,
-                g.formatting,
+                checking + g.formatting,
                 generating.elapsed().saturating_sub(g.formatting),
                 "generative",
+                g.grounding,
             ),
             None => {
                 let formatting = Instant::now();
                 let context = format_context(&hits);
-                let context_formatting = formatting.elapsed();
+                let context_formatting = checking + formatting.elapsed();
                 let generating = Instant::now();
-                let answer = self.extractive_answer(&p.question, &hits).await?;
+                let (answer, grounding) = extractive(&p.question, &evidence);
                 if let Some(sink) = sink {
                     // The whole answer is one piece; a closed sink changes nothing now.
                     let _ = sink.send(answer.clone()).await;
@@ -180,6 +184,7 @@ impl KnowledgeBase {
                     context_formatting,
                     generating.elapsed(),
                     "extractive",
+                    grounding,
                 )
             }
         };
@@ -197,6 +202,9 @@ impl KnowledgeBase {
             sources = hits.len(),
             total_ms = started.elapsed().as_millis() as u64,
             mode,
+            outcome = %grounding.outcome,
+            relevance = evidence.relevance,
+            coverage = evidence.coverage,
             "answered"
         );
         Ok(QueryResponse {
@@ -206,60 +214,21 @@ impl KnowledgeBase {
             timing: p.include_timing.then_some(timing),
             context_used: p.include_context.then_some(context),
             answer_mode: mode.into(),
+            grounding,
         })
     }
+}
 
-    /// The passages' sentences closest to the question, best passages first, each
-    /// followed by its source number; in the order they appear in the sources.
-    async fn extractive_answer(&self, question: &str, hits: &[SearchHit]) -> Result<String> {
-        if hits.is_empty() {
-            return Ok(
-                "No relevant passages were found in the knowledge base for this question.".into(),
-            );
-        }
-        let mut candidates: Vec<(usize, usize, String)> = Vec::new();
-        for (i, h) in hits.iter().enumerate() {
-            for (j, s) in sentences(&h.text).into_iter().enumerate() {
-                candidates.push((i, j, s));
-            }
-        }
-        candidates.truncate(MAX_CANDIDATES);
-        if candidates.is_empty() {
-            let first = hits[0].text.trim();
-            return Ok(format!(
-                "{} [1]",
-                first.chars().take(400).collect::<String>()
-            ));
-        }
-        let mut inputs = vec![searchable(question)];
-        inputs.extend(candidates.iter().map(|(_, _, s)| searchable(s)));
-        // Up to MAX_CANDIDATES sentences per answer: admitted a few at a time, so that the
-        // embedder's queue never holds so many that a search's query waits behind them.
-        let _turn = self.answer_gate.enter().await?;
-        let vectors = self.embedder.embed(inputs).await?;
-        let q = &vectors[0];
-        let mut scored: Vec<(f32, usize)> = vectors[1..]
-            .iter()
-            .enumerate()
-            .map(|(k, v)| (cosine(q, v), k))
-            .collect();
-        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-        let mut picked: Vec<usize> = Vec::new();
-        for (_, k) in scored {
-            let text = &candidates[k].2;
-            if picked.iter().any(|&p| candidates[p].2 == *text) {
-                continue;
-            }
-            picked.push(k);
-            if picked.len() == ANSWER_SENTENCES {
-                break;
-            }
-        }
-        picked.sort_by_key(|&k| (candidates[k].0, candidates[k].1));
-        Ok(picked
-            .iter()
-            .map(|&k| format!("{} [{}]", candidates[k].2, candidates[k].0 + 1))
-            .collect::<Vec<_>>()
-            .join(" "))
+/// No LLM: the passages' sentences closest to the question, each cited with its source
+/// number, in the order they appear in the sources; or, when the passages are too far
+/// from the question, a statement that the sources do not say.
+fn extractive(question: &str, evidence: &Evidence) -> (String, Grounding) {
+    if !evidence.answerable() {
+        return (
+            not_in_sources_reply(question),
+            outcome(evidence, Vec::new(), "not_in_sources"),
+        );
     }
+    let answer = extractive_sentences(evidence, ANSWER_SENTENCES, ANSWER_MARGIN);
+    (answer, outcome(evidence, Vec::new(), "extractive"))
 }

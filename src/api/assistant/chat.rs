@@ -264,6 +264,7 @@ fn stream_chat(
                     "answer_mode": reply.answer_mode,
                     // The passages the reply cites as [n] (the web page opens them).
                     "sources": reply.sources,
+                    "grounding": reply.grounding,
                     "tokens_used": {
                         "input": reply.tokens_in,
                         "output": reply.tokens_out,

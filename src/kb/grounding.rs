@@ -1,0 +1,389 @@
+//! Grounding: whether retrieved passages can answer a question, and which sentences of an
+//! answer they support.
+//!
+//! [`KnowledgeBase::evidence`] embeds the question and the passages' sentences once. Its
+//! `relevance` (the best cosine between the question and a source sentence) and
+//! `coverage` (the share of the question's content terms found in the passages) decide
+//! whether the passages are worth answering from at all.
+//!
+//! [`KnowledgeBase::check_sentences`] then judges each sentence of an answer against the
+//! passages: every number or code it states must appear in a passage, and its content
+//! terms must overlap a passage's (lexical support) or its embedding must be close to a
+//! source sentence's (semantic support). A supported sentence gets the numbers of the
+//! passages that support it as its citations (the model's own `[n]` are replaced); an
+//! unsupported one is not presented as a fact. A sentence saying that the sources do not
+//! hold the answer is a refusal, not a claim. What was checked is returned as
+//! [`Grounding`], the `grounding` field of `/query` and chat replies.
+
+pub mod text;
+
+use std::collections::HashSet;
+
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::{KnowledgeBase, SearchHit};
+use crate::error::Result;
+
+/// Share of a sentence's content terms a passage must hold for lexical support: at most
+/// a quarter of what it says may be words of its own.
+const MIN_OVERLAP: f32 = 0.75;
+/// With this much overlap, a close embedding is enough.
+const MIN_OVERLAP_WITH_SIMILARITY: f32 = 0.5;
+/// Cosine between a sentence and a source sentence that counts as close.
+const CLOSE_SIMILARITY: f32 = 0.75;
+/// Cosine that counts as support with less overlap (a paraphrase).
+const PARAPHRASE_SIMILARITY: f32 = 0.9;
+/// Overlap a paraphrase still needs.
+const PARAPHRASE_OVERLAP: f32 = 0.3;
+/// A kept sentence must be at least this close to the question (else it is true but
+/// beside the point)...
+const MIN_ON_TOPIC: f32 = 0.3;
+/// ...and at most this much less close than the best source sentence.
+const ON_TOPIC_MARGIN: f32 = 0.3;
+/// Most source sentences embedded per question.
+const MAX_SOURCE_SENTENCES: usize = 80;
+/// Relevance at which passages are taken to hold an answer whatever the term coverage.
+const RELEVANT: f32 = 0.5;
+/// Relevance below which passages never hold an answer.
+const MIN_RELEVANCE: f32 = 0.25;
+/// Share of the question's content terms the passages must hold between the two.
+const MIN_COVERAGE: f32 = 0.5;
+/// Relevance at which the sources' own sentences stand in for an answer whose every
+/// sentence was unsupported.
+pub const STRONG: f32 = 0.55;
+
+/// A source sentence with its passage and embedding.
+struct SourceSentence {
+    passage: usize,
+    text: String,
+    vector: Vec<f32>,
+}
+
+/// What the passages offer for one question (see the module docs).
+pub struct Evidence {
+    question_vector: Vec<f32>,
+    sentences: Vec<SourceSentence>,
+    passage_terms: Vec<HashSet<String>>,
+    passage_numbers: Vec<HashSet<String>>,
+    /// Best cosine between the question and a source sentence.
+    pub relevance: f32,
+    /// Share of the question's content terms found in the passages.
+    pub coverage: f32,
+}
+
+impl Evidence {
+    /// Evidence of no passages.
+    pub fn empty() -> Self {
+        Self {
+            question_vector: Vec::new(),
+            sentences: Vec::new(),
+            passage_terms: Vec::new(),
+            passage_numbers: Vec::new(),
+            relevance: 0.0,
+            coverage: 0.0,
+        }
+    }
+
+    /// Whether the passages are close enough to the question to answer from.
+    pub fn answerable(&self) -> bool {
+        !self.sentences.is_empty()
+            && (self.relevance >= RELEVANT
+                || (self.relevance >= MIN_RELEVANCE && self.coverage >= MIN_COVERAGE))
+    }
+
+    /// Up to `n` source sentences closest to the question (those within `margin` of the
+    /// best), in the order they appear in the sources: (passage index, text).
+    pub fn best_sentences(&self, n: usize, margin: f32) -> Vec<(usize, &str)> {
+        let mut scored: Vec<(usize, f32)> = self
+            .sentences
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i, cosine(&self.question_vector, &s.vector)))
+            .collect();
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let mut seen = HashSet::new();
+        scored.retain(|&(i, _)| seen.insert(self.sentences[i].text.as_str()));
+        let best = scored.first().map_or(0.0, |s| s.1);
+        scored.retain(|s| s.1 >= best - margin);
+        scored.truncate(n);
+        scored.sort_by_key(|&(i, _)| i);
+        scored
+            .into_iter()
+            .map(|(i, _)| (self.sentences[i].passage, self.sentences[i].text.as_str()))
+            .collect()
+    }
+}
+
+/// One sentence of an answer, as checked.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SentenceCheck {
+    /// The sentence (with the citations it is presented with, when kept).
+    pub text: String,
+    /// Whether the sources support it; unsupported sentences are left out of the answer.
+    pub supported: bool,
+    /// Whether it bears on the question (close enough to it); supported sentences that
+    /// do not are left out too.
+    pub on_topic: bool,
+    /// A refusal ("the sources do not say ..."): neither claim nor support.
+    pub refusal: bool,
+    /// Best share of its content terms found in one passage (0-1).
+    pub overlap: f32,
+    /// Best cosine to a source sentence (-1 to 1).
+    pub similarity: f32,
+    /// Numbers and codes it states that no passage holds.
+    pub missing_numbers: Vec<String>,
+    /// Numbers (from 1) of the passages that support it.
+    pub sources: Vec<usize>,
+}
+
+/// What was checked of an answer: the `grounding` field.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Grounding {
+    /// `answered` (supported sentences from the model), `extractive` (the sources' own
+    /// sentences), or `not_in_sources` (the sources do not hold the answer).
+    pub outcome: String,
+    /// Whether the passages were judged close enough to the question to answer from.
+    pub answerable: bool,
+    /// Best cosine between the question and a source sentence.
+    pub relevance: f32,
+    /// Share of the question's content terms found in the passages.
+    pub coverage: f32,
+    /// Each sentence the model wrote, in order, as checked.
+    pub sentences: Vec<SentenceCheck>,
+    /// Sentences kept as supported claims.
+    pub supported: usize,
+    /// Sentences left out because no source supports them.
+    pub unsupported: usize,
+    /// Supported sentences left out because they do not bear on the question.
+    pub off_topic: usize,
+    /// How support was judged.
+    pub method: String,
+}
+
+/// How support is judged, for the `method` field.
+pub const METHOD: &str = "numbers must appear in a source; content-term overlap with a \
+passage, or embedding similarity (all-MiniLM) to a source sentence";
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+impl KnowledgeBase {
+    /// Embeds `question` and the sentences of `hits` (see the module docs).
+    pub async fn evidence(&self, question: &str, hits: &[SearchHit]) -> Result<Evidence> {
+        let mut sentences: Vec<(usize, String)> = Vec::new();
+        for (i, h) in hits.iter().enumerate() {
+            for s in h.text.lines().flat_map(crate::chunk::sentences) {
+                let s = s.trim().trim_start_matches('#').trim();
+                if s.split_whitespace().count() >= 2 && sentences.len() < MAX_SOURCE_SENTENCES {
+                    sentences.push((i, s.to_owned()));
+                }
+            }
+        }
+        let mut inputs = vec![super::search::searchable(question)];
+        inputs.extend(sentences.iter().map(|(_, s)| super::search::searchable(s)));
+        let mut vectors = {
+            let _turn = self.answer_gate.enter().await?;
+            self.embedder.embed(inputs).await?
+        };
+        let qv = vectors.remove(0);
+        let sentences: Vec<SourceSentence> = sentences
+            .into_iter()
+            .zip(vectors)
+            .map(|((passage, text), vector)| SourceSentence {
+                passage,
+                text,
+                vector,
+            })
+            .collect();
+        let passage_terms: Vec<HashSet<String>> =
+            hits.iter().map(|h| text::terms(&h.text)).collect();
+        let passage_numbers: Vec<HashSet<String>> =
+            hits.iter().map(|h| text::numbers(&h.text)).collect();
+        let relevance = sentences
+            .iter()
+            .map(|s| cosine(&qv, &s.vector))
+            .fold(0.0f32, f32::max);
+        let asked = text::terms(question);
+        let all: HashSet<&String> = passage_terms.iter().flatten().collect();
+        let coverage = if asked.is_empty() {
+            0.0
+        } else {
+            asked.iter().filter(|t| all.contains(t)).count() as f32 / asked.len() as f32
+        };
+        Ok(Evidence {
+            question_vector: qv,
+            sentences,
+            passage_terms,
+            passage_numbers,
+            relevance,
+            coverage,
+        })
+    }
+
+    /// Checks each of `sentences` against `evidence` (see the module docs).
+    pub async fn check_sentences(
+        &self,
+        sentences: &[String],
+        evidence: &Evidence,
+    ) -> Result<Vec<SentenceCheck>> {
+        if sentences.is_empty() {
+            return Ok(Vec::new());
+        }
+        let bare: Vec<String> = sentences
+            .iter()
+            .map(|s| text::strip_citations(s).0)
+            .collect();
+        let vectors = if evidence.sentences.is_empty() {
+            vec![Vec::new(); bare.len()]
+        } else {
+            let _turn = self.answer_gate.enter().await?;
+            self.embedder
+                .embed(bare.iter().map(|s| super::search::searchable(s)).collect())
+                .await?
+        };
+        Ok(bare
+            .iter()
+            .zip(vectors)
+            .map(|(s, v)| check_one(s, &v, evidence))
+            .collect())
+    }
+}
+
+/// Judges one sentence (citations already stripped) with its embedding.
+fn check_one(sentence: &str, vector: &[f32], ev: &Evidence) -> SentenceCheck {
+    let refusal = text::says_not_in_sources(sentence);
+    let terms = text::terms(sentence);
+    let numbers = text::numbers(sentence);
+    let missing_numbers: Vec<String> = numbers
+        .iter()
+        .filter(|n| !ev.passage_numbers.iter().any(|p| p.contains(*n)))
+        .cloned()
+        .collect();
+    // Per passage: share of the sentence's terms it holds, and its closest sentence.
+    let n = ev.passage_terms.len();
+    let mut overlap = vec![0.0f32; n];
+    let mut similarity = vec![-1.0f32; n];
+    for (p, pt) in ev.passage_terms.iter().enumerate() {
+        if !terms.is_empty() {
+            overlap[p] =
+                terms.iter().filter(|t| pt.contains(*t)).count() as f32 / terms.len() as f32;
+        }
+    }
+    if !vector.is_empty() {
+        for s in &ev.sentences {
+            let c = cosine(vector, &s.vector);
+            if c > similarity[s.passage] {
+                similarity[s.passage] = c;
+            }
+        }
+    }
+    let supports = |p: usize| {
+        let numbers_there = numbers.iter().all(|x| ev.passage_numbers[p].contains(x));
+        let (o, s) = (overlap[p], similarity[p]);
+        numbers_there
+            && (o >= MIN_OVERLAP
+                || (o >= MIN_OVERLAP_WITH_SIMILARITY && s >= CLOSE_SIMILARITY)
+                || (o >= PARAPHRASE_OVERLAP && s >= PARAPHRASE_SIMILARITY))
+    };
+    let mut sources: Vec<usize> = (0..n).filter(|&p| supports(p)).collect();
+    // Best supporting passage first.
+    sources.sort_by(|&a, &b| (overlap[b] + similarity[b]).total_cmp(&(overlap[a] + similarity[a])));
+    sources.truncate(2);
+    // Numbers may be spread over the supporting passages; each must be in one of them.
+    let supported = !refusal && !sources.is_empty() && missing_numbers.is_empty();
+    let on_topic = vector.is_empty()
+        || ev.question_vector.is_empty()
+        || cosine(vector, &ev.question_vector) >= MIN_ON_TOPIC.max(ev.relevance - ON_TOPIC_MARGIN);
+    SentenceCheck {
+        text: sentence.to_owned(),
+        supported,
+        on_topic,
+        refusal,
+        overlap: overlap.iter().copied().fold(0.0, f32::max),
+        similarity: similarity.iter().copied().fold(-1.0, f32::max),
+        missing_numbers,
+        sources: sources.into_iter().map(|p| p + 1).collect(),
+    }
+}
+
+/// `sentence` (citations stripped) with `sources` cited before its final punctuation.
+pub fn cite(sentence: &str, sources: &[usize]) -> String {
+    if sources.is_empty() {
+        return sentence.to_owned();
+    }
+    let marks: String = sources.iter().map(|n| format!("[{n}]")).collect();
+    let trimmed = sentence.trim_end();
+    let end = trimmed
+        .char_indices()
+        .rev()
+        .take_while(|(_, c)| matches!(c, '.' | '!' | '?' | '؟' | '。'))
+        .last()
+        .map_or(trimmed.len(), |(i, _)| i);
+    format!("{} {marks}{}", trimmed[..end].trim_end(), &trimmed[end..])
+}
+
+/// Says that the sources do not hold the answer, in the question's language when it is
+/// Arabic (the only other language the assistant's texts are written in).
+pub fn not_in_sources_reply(question: &str) -> String {
+    let arabic = question
+        .chars()
+        .filter(|c| c.is_alphabetic())
+        .filter(|c| ('\u{0600}'..='\u{06FF}').contains(c))
+        .count()
+        * 2
+        > question.chars().filter(|c| c.is_alphabetic()).count();
+    if arabic {
+        "لا تذكر المصادر ذلك: لم أجد الإجابة في قاعدة المعرفة.".into()
+    } else {
+        "The sources do not say: I found no answer to this in the knowledge base.".into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn evidence(passages: &[&str]) -> Evidence {
+        Evidence {
+            question_vector: Vec::new(),
+            sentences: Vec::new(),
+            passage_terms: passages.iter().map(|p| text::terms(p)).collect(),
+            passage_numbers: passages.iter().map(|p| text::numbers(p)).collect(),
+            relevance: 0.0,
+            coverage: 0.0,
+        }
+    }
+
+    #[test]
+    fn numbers_and_terms_decide_lexical_support() {
+        let ev = evidence(&[
+            "Every full-time employee gets 25 days of paid annual leave per calendar year.",
+            "Passwords must be at least 12 characters long.",
+        ]);
+        let ok = check_one(
+            "Employees get 25 days of paid annual leave each year.",
+            &[],
+            &ev,
+        );
+        assert!(ok.supported, "{ok:?}");
+        assert_eq!(ok.sources, vec![1]);
+        let wrong_number = check_one("Employees get 30 days of paid annual leave.", &[], &ev);
+        assert!(!wrong_number.supported);
+        assert_eq!(wrong_number.missing_numbers, vec!["30"]);
+        let invented = check_one("The travel budget is set by the finance team.", &[], &ev);
+        assert!(!invented.supported, "{invented:?}");
+        let refusal = check_one("The sources do not say how long sick leave is.", &[], &ev);
+        assert!(refusal.refusal && !refusal.supported);
+    }
+
+    #[test]
+    fn citations_go_before_the_final_stop() {
+        assert_eq!(cite("You get 25 days.", &[1, 2]), "You get 25 days [1][2].");
+        assert_eq!(cite("No stop", &[3]), "No stop [3]");
+        assert_eq!(cite("Same", &[]), "Same");
+        assert!(not_in_sources_reply("متى يفتح المكتب؟").starts_with("لا"));
+        assert!(not_in_sources_reply("When?").starts_with("The sources do not say"));
+    }
+}
