@@ -69,17 +69,33 @@ fn without_bom(bytes: &[u8]) -> Option<String> {
                 .chunks_exact(width)
                 .all(|u| check(u) && u.iter().any(|&b| b != 0))
     };
-    if units(4, &|u| u[3] == 0 && u[2] <= 0x10) {
-        utf32(bytes, false)
+    let text = if units(4, &|u| u[3] == 0 && u[2] <= 0x10) {
+        utf32(bytes, false)?
     } else if units(4, &|u| u[0] == 0 && u[1] <= 0x10) {
-        utf32(bytes, true)
+        utf32(bytes, true)?
     } else if units(2, &|u| u[1] == 0) {
-        Some(UTF_16LE.decode_without_bom_handling(bytes).0.into_owned())
+        UTF_16LE.decode_without_bom_handling(bytes).0.into_owned()
     } else if units(2, &|u| u[0] == 0) {
-        Some(UTF_16BE.decode_without_bom_handling(bytes).0.into_owned())
+        UTF_16BE.decode_without_bom_handling(bytes).0.into_owned()
     } else {
-        None
+        return None;
+    };
+    plausible(&text).then_some(text)
+}
+
+/// Whether decoded text looks like text: no control characters but whitespace, and
+/// mostly characters of the Basic Multilingual Plane (random bytes decode to rare
+/// supplementary-plane characters).
+fn plausible(text: &str) -> bool {
+    let (mut all, mut bmp) = (0usize, 0usize);
+    for c in text.chars() {
+        if c.is_control() && !matches!(c, '\t' | '\n' | '\r' | '\x0c') {
+            return false;
+        }
+        all += 1;
+        bmp += usize::from((c as u32) < 0x10000);
     }
+    all > 0 && bmp * 2 >= all
 }
 
 /// Splits text into paragraphs at blank lines.
@@ -147,6 +163,9 @@ mod tests {
         ] {
             assert_eq!(decode(&[bom, body].concat()).unwrap(), words);
         }
+        // Random bytes that happen to fit the UTF-32 pattern are still binary.
+        assert!(decode(&[0, 1, 2, 0]).is_err());
+        assert!(decode(&[7, 0, 0, 0, 8, 0, 0, 0]).is_err());
         // UTF-16 without a BOM.
         let le16: Vec<u8> = "plain words"
             .encode_utf16()
