@@ -40,14 +40,14 @@ fn bench(c: &mut Criterion) {
     for (name, bytes) in &files {
         group.throughput(Throughput::Bytes(bytes.len() as u64));
         group.bench_with_input(BenchmarkId::new("file", name), bytes, |b, bytes| {
-            b.iter(|| parse::parse(Format::Docx, bytes, &opts).expect("parses"))
+            b.iter(|| parse::parse(Format::named("docx"), bytes, &opts).expect("parses"))
         });
     }
     group.throughput(Throughput::Elements(files.len() as u64));
     group.bench_function("all_fixtures", |b| {
         b.iter(|| {
             for (_, bytes) in &files {
-                parse::parse(Format::Docx, bytes, &opts).expect("parses");
+                parse::parse(Format::named("docx"), bytes, &opts).expect("parses");
             }
         })
     });

@@ -31,7 +31,7 @@ fn bench(c: &mut Criterion) {
     group.bench_function("fixture_pages", |b| {
         b.iter(|| {
             for p in &pages {
-                parse::parse(Format::Html, p, &opts).expect("parse");
+                parse::parse(Format::named("html"), p, &opts).expect("parse");
             }
         })
     });
@@ -39,7 +39,7 @@ fn bench(c: &mut Criterion) {
     group.bench_function("fixture_bytes", |b| {
         b.iter(|| {
             for p in &pages {
-                parse::parse(Format::Html, p, &opts).expect("parse");
+                parse::parse(Format::named("html"), p, &opts).expect("parse");
             }
         })
     });

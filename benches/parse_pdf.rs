@@ -30,7 +30,7 @@ fn bench(c: &mut Criterion) {
         group.sample_size(10);
         for file in &files {
             let bytes = std::fs::read(file).expect("read fixture");
-            let pages = parse::parse(Format::Pdf, &bytes, &opts)
+            let pages = parse::parse(Format::named("pdf"), &bytes, &opts)
                 .expect("parse")
                 .pages;
             let label = file
@@ -40,7 +40,7 @@ fn bench(c: &mut Criterion) {
                 .into_owned();
             group.throughput(Throughput::Elements(u64::from(pages)));
             group.bench_with_input(BenchmarkId::from_parameter(label), &bytes, |b, bytes| {
-                b.iter(|| parse::parse(Format::Pdf, bytes, &opts).expect("parse"))
+                b.iter(|| parse::parse(Format::named("pdf"), bytes, &opts).expect("parse"))
             });
         }
         group.finish();

@@ -243,7 +243,7 @@ fn main() {
                 Ok(doc) => {
                     let secs = t.elapsed().as_secs_f64();
                     let mut s = score(&render::to_markdown(&doc), &gt);
-                    if format == Format::Pdf {
+                    if format.name == "pdf" {
                         s.pages = doc.pages;
                         s.secs = secs;
                     }

@@ -3,9 +3,11 @@
 # target: unit, integration (real server on port 0, real models), benches in test mode,
 # and (without arguments) a short load run of the debug build just made: 50 clients x
 # 10 s of scripts/load_test.sh, which fails on any 5xx, unanswered request, or lost or
-# resurrected document. The last line totals every test binary's results.
+# resurrected document. The layer rules of scripts/check_layers.sh are checked first.
+# The last line totals every test binary's results.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+scripts/check_layers.sh
 scripts/setup.sh
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT

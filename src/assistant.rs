@@ -18,6 +18,7 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::jobs::Jobs;
 use crate::kb::KnowledgeBase;
+use crate::ml::Models;
 use crate::store::Store;
 use crate::time::Clock;
 
@@ -29,6 +30,8 @@ pub struct Assistant {
     pub store: Store,
     /// The knowledge base the tools and the chat use.
     pub kb: Arc<KnowledgeBase>,
+    /// The models (the chat's LLM), shared with the knowledge base.
+    pub models: Models,
     /// Background tasks (scrapes queued by tools and onboarding).
     pub jobs: Jobs,
     /// The time expiries and windows are measured by.
@@ -51,39 +54,50 @@ pub struct Assistant {
     pub router: chat::router::ToolRouter,
 }
 
+/// Everything an [`Assistant`] is built from.
+pub struct AssistantParts {
+    pub config: Arc<Config>,
+    pub kb: Arc<KnowledgeBase>,
+    pub jobs: Jobs,
+    pub models: Models,
+    pub clock: Clock,
+}
+
 impl Assistant {
     /// Builds the assistant's services over the knowledge base's database.
-    pub fn open(config: Arc<Config>, kb: Arc<KnowledgeBase>, jobs: Jobs) -> anyhow::Result<Self> {
+    pub fn open(parts: AssistantParts) -> anyhow::Result<Self> {
+        let AssistantParts {
+            config,
+            kb,
+            jobs,
+            models,
+            clock,
+        } = parts;
         let store = kb.store().clone();
-        let users = users::Users::new(
-            store.clone(),
-            config.clock.clone(),
-            config.jwt_secret.clone(),
-        );
+        let users = users::Users::new(store.clone(), clock.clone(), config.jwt_secret.clone());
         // Start-up only: a brief blocking write (and one argon2 hash) on a fresh database.
         users.ensure_initial_admin(&config.data_dir)?;
         let limits = ratelimit::RateLimiter::new(
-            config.clock.clone(),
+            clock.clone(),
             config.rate_limit_chat,
             config.rate_limit_tools,
         );
-        let settings = settings::Settings::new(store.clone(), config.clone());
+        let settings = settings::Settings::new(store.clone(), config.clone(), clock.clone());
         let onboarding = onboarding::Onboarding::new(
             store.clone(),
             settings.clone(),
             jobs.clone(),
-            config.clock.clone(),
+            clock.clone(),
         );
         // Start-up only: opens (and, when stale, rebuilds) the conversation index.
         let conversations = Arc::new(conversations::Conversations::open(
             store.clone(),
             &config.data_dir,
-            config.clock.clone(),
+            clock.clone(),
             config.conversation_retention_days,
         )?);
         conversations::spawn_sweeper(&conversations);
-        let actions =
-            actions::Actions::open(store.clone(), config.clock.clone(), config.action_ttl_secs)?;
+        let actions = actions::Actions::open(store.clone(), clock.clone(), config.action_ttl_secs)?;
         Ok(Self {
             conversations,
             tools: tools::ToolRegistry::new(),
@@ -94,8 +108,9 @@ impl Assistant {
             limits,
             settings,
             store,
-            clock: config.clock.clone(),
+            clock,
             config,
+            models,
             kb,
             jobs,
         })

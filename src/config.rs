@@ -101,25 +101,6 @@ pub struct Config {
     pub rate_limit_tools: u32,
     /// Days a soft-deleted conversation is kept before it is purged.
     pub conversation_retention_days: u64,
-    /// The time every expiry and window is measured by; tests move it.
-    pub clock: crate::time::Clock,
-    /// A generator supplied by a program embedding ragd (tests script the chat with one);
-    /// never set from files, environment or flags. When set, no GGUF file is loaded.
-    pub llm_override: GeneratorSlot,
-}
-
-/// An optional [`SharedGenerator`](crate::ml::llm::SharedGenerator) that `Config` can
-/// carry (it is `Debug` and `Clone`).
-#[derive(Clone, Default)]
-pub struct GeneratorSlot(pub Option<crate::ml::llm::SharedGenerator>);
-
-impl std::fmt::Debug for GeneratorSlot {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.0 {
-            Some(g) => write!(f, "GeneratorSlot({})", g.info().name),
-            None => f.write_str("GeneratorSlot(None)"),
-        }
-    }
 }
 
 /// How log lines are written.
@@ -175,8 +156,6 @@ impl Default for Config {
             rate_limit_chat: 100,
             rate_limit_tools: 50,
             conversation_retention_days: 30,
-            clock: crate::time::Clock::default(),
-            llm_override: GeneratorSlot::default(),
         }
     }
 }

@@ -43,12 +43,6 @@ impl Error {
     }
 }
 
-impl From<rusqlite::Error> for Error {
-    fn from(e: rusqlite::Error) -> Self {
-        Self::Internal(anyhow::Error::new(e).context("sqlite"))
-    }
-}
-
 impl From<crate::ml::MlError> for Error {
     fn from(e: crate::ml::MlError) -> Self {
         use crate::ml::MlError;

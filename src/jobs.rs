@@ -6,6 +6,7 @@
 //! task is still running.
 
 pub mod runner;
+pub mod task;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -13,7 +14,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
@@ -22,12 +23,13 @@ use crate::error::{Error, Result};
 use crate::kb::KnowledgeBase;
 use crate::store::{tasks as repo, Store};
 
+pub use task::{TaskKind, TaskStatus};
+
 /// A task as the API shows it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct TaskView {
     pub task_id: String,
-    /// `pending`, `running`, `completed`, `failed` or `cancelled`.
-    pub status: String,
+    pub status: TaskStatus,
     /// Fraction done: 1.0 when completed.
     pub progress: f64,
     #[schema(value_type = Object)]
@@ -44,7 +46,7 @@ pub struct TaskView {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct TaskAck {
     pub task_id: String,
-    pub status: String,
+    pub status: TaskStatus,
     pub message: String,
     pub created_at: String,
 }
@@ -60,7 +62,7 @@ pub struct TaskList {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct CancelResult {
     pub task_id: String,
-    pub status: String,
+    pub status: TaskStatus,
     pub message: String,
 }
 
@@ -68,7 +70,9 @@ impl From<repo::TaskRow> for TaskView {
     fn from(r: repo::TaskRow) -> Self {
         TaskView {
             task_id: r.id,
-            status: r.status,
+            // Rows are written by this module only; an unknown state cannot occur but
+            // would read as failed rather than hide the task.
+            status: TaskStatus::parse(&r.status).unwrap_or(TaskStatus::Failed),
             progress: r.progress,
             result: r.result,
             error: r.error,
@@ -114,21 +118,62 @@ fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Removes a file that may already be gone.
+fn remove_file(path: &Path) {
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => tracing::warn!(path = %path.display(), error = %e, "removing an upload failed"),
+    }
+}
+
+/// Re-queues tasks a previous process left running, then removes every file of the
+/// uploads folder that no unfinished upload task will read (half-written `.part`
+/// files, files of tasks that ended or were never recorded). Returns the number of
+/// unfinished tasks. Blocking.
+fn recover(store: &Store, uploads: &Path) -> Result<usize> {
+    std::fs::create_dir_all(uploads).map_err(|e| Error::Internal(e.into()))?;
+    let requeued = store.write_sync(|tx| repo::requeue_interrupted(tx))?;
+    let unfinished = store.read_sync(repo::unfinished)?;
+    let keep: std::collections::HashSet<&str> = unfinished
+        .iter()
+        .filter(|t| t.kind == "upload")
+        .map(|t| t.id.as_str())
+        .collect();
+    let mut swept = 0usize;
+    let entries = std::fs::read_dir(uploads).map_err(|e| Error::Internal(e.into()))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !keep.contains(name.to_string_lossy().as_ref()) {
+            remove_file(&entry.path());
+            swept += 1;
+        }
+    }
+    if swept > 0 {
+        tracing::info!(swept, "removed stray upload files");
+    }
+    if !unfinished.is_empty() {
+        tracing::info!(
+            requeued,
+            pending = unfinished.len(),
+            "resuming unfinished tasks"
+        );
+    }
+    Ok(unfinished.len())
+}
+
 impl Jobs {
-    /// Re-queues tasks a previous process left running and starts `workers` workers.
-    pub fn start(
+    /// Re-queues tasks a previous process left running, sweeps stray upload files (on a
+    /// blocking thread) and starts `workers` workers.
+    pub async fn start(
         store: Store,
         kb: Arc<KnowledgeBase>,
         data_dir: &Path,
         workers: usize,
     ) -> Result<Self> {
         let uploads = data_dir.join("uploads");
-        std::fs::create_dir_all(&uploads).map_err(|e| Error::Internal(e.into()))?;
-        let requeued = store.write_sync(|tx| repo::requeue_interrupted(tx))?;
-        let pending = store.read_sync(repo::unfinished)?.len();
-        if pending > 0 {
-            tracing::info!(requeued, pending, "resuming unfinished tasks");
-        }
+        let (s, u) = (store.clone(), uploads.clone());
+        tokio::task::spawn_blocking(move || recover(&s, &u)).await??;
         let inner = Arc::new(Inner {
             store,
             kb,
@@ -156,30 +201,34 @@ impl Jobs {
         section: String,
     ) -> Result<TaskAck> {
         let filename = crate::kb::ingest::clean_filename(&filename)?;
-        let format = crate::parse::Format::for_filename(&filename)
+        crate::parse::Format::for_filename(&filename)
             .map_err(|e| Error::bad_request(e.to_string()))?;
-        if !format.is_available() {
-            return Err(Error::bad_request(format!(
-                "'{filename}': this file type cannot be ingested by this build yet"
-            )));
-        }
         let id = uuid::Uuid::new_v4().to_string();
         let path = self.inner.uploads.join(&id);
-        let params = json!({ "filename": filename, "section": section });
+        let kind = TaskKind::Upload {
+            filename: filename.clone(),
+            section,
+        };
         let store = self.inner.store.clone();
         let (tid, created) = (id.clone(), now());
         let created_at = created.clone();
         tokio::task::spawn_blocking(move || -> Result<()> {
             write_durably(&path, &bytes)
                 .map_err(|e| Error::Internal(anyhow::Error::new(e).context("saving the upload")))?;
-            store.write_sync(|tx| repo::insert(tx, &tid, "upload", &params, &created))
+            let inserted = store
+                .write_sync(|tx| repo::insert(tx, &tid, kind.name(), &kind.params(), &created));
+            if inserted.is_err() {
+                // No task row: nothing would ever read or remove the file.
+                let _ = std::fs::remove_file(&path);
+            }
+            inserted
         })
         .await??;
         self.inner.wake.notify_one();
         tracing::info!(task_id = %id, %filename, "upload task queued");
         Ok(TaskAck {
             task_id: id,
-            status: "pending".into(),
+            status: TaskStatus::Pending,
             message: format!("'{filename}' queued for ingestion"),
             created_at,
         })
@@ -196,20 +245,24 @@ impl Jobs {
             crate::kb::scrape::canonical_url(u)?;
         }
         let id = uuid::Uuid::new_v4().to_string();
-        let params =
-            json!({ "urls": urls, "timeout": timeout_s, "skip_duplicates": skip_duplicates });
+        let count = urls.len();
+        let kind = TaskKind::Scrape {
+            urls,
+            timeout: std::time::Duration::from_secs(timeout_s),
+            skip_duplicates,
+        };
         let created_at = now();
         let (tid, created) = (id.clone(), created_at.clone());
         self.inner
             .store
-            .write(move |tx| repo::insert(tx, &tid, "scrape", &params, &created))
+            .write(move |tx| repo::insert(tx, &tid, kind.name(), &kind.params(), &created))
             .await?;
         self.inner.wake.notify_one();
-        tracing::info!(task_id = %id, urls = urls.len(), "scrape task queued");
+        tracing::info!(task_id = %id, urls = count, "scrape task queued");
         Ok(TaskAck {
             task_id: id,
-            status: "pending".into(),
-            message: format!("{} URL(s) queued for scraping", urls.len()),
+            status: TaskStatus::Pending,
+            message: format!("{count} URL(s) queued for scraping"),
             created_at,
         })
     }
@@ -226,11 +279,11 @@ impl Jobs {
     }
 
     /// Newest tasks first, optionally of one status.
-    pub async fn list(&self, status: Option<String>, limit: u64) -> Result<TaskList> {
+    pub async fn list(&self, status: Option<TaskStatus>, limit: u64) -> Result<TaskList> {
         let (rows, total) = self
             .inner
             .store
-            .read(move |c| repo::list(c, status.as_deref(), limit))
+            .read(move |c| repo::list(c, status.map(TaskStatus::as_str), limit))
             .await?;
         Ok(TaskList {
             tasks: rows.into_iter().map(TaskView::from).collect(),
@@ -244,12 +297,12 @@ impl Jobs {
         let tid = id.clone();
         let done = self.inner.store.write(move |tx| {
             let existed = repo::get(tx, &tid)?;
-            Ok((existed.is_some(), repo::cancel(tx, &tid, &now())?))
+            Ok((existed, repo::cancel(tx, &tid, &now())?))
         });
-        let (exists, cancelled) = done.await?;
-        if !exists {
+        let (existed, cancelled) = done.await?;
+        let Some(row) = existed else {
             return Err(Error::NotFound(format!("task '{id}' not found")));
-        }
+        };
         if !cancelled {
             return Err(Error::bad_request(format!(
                 "task '{id}' has already finished; only pending or running tasks can be cancelled"
@@ -258,10 +311,16 @@ impl Jobs {
         if let Some(token) = self.inner.running.lock().get(&id) {
             token.cancel();
         }
+        // A pending upload is never claimed now: its file goes here. (A running one's
+        // worker also removes it when it stops; removing twice is harmless.)
+        if row.kind == "upload" {
+            let path = self.inner.uploads.join(&id);
+            tokio::task::spawn_blocking(move || remove_file(&path)).await?;
+        }
         tracing::info!(task_id = %id, "task cancelled");
         Ok(CancelResult {
             task_id: id,
-            status: "cancelled".into(),
+            status: TaskStatus::Cancelled,
             message: "the task was cancelled".into(),
         })
     }

@@ -6,6 +6,7 @@ pub mod answer;
 pub mod bulk;
 pub mod documents;
 pub mod fetch;
+pub mod filter;
 pub mod grounding;
 pub mod health;
 pub mod indexes;
@@ -22,9 +23,10 @@ use std::sync::Arc;
 
 use crate::ml::llm::SharedGenerator;
 use crate::ml::reranker::RerankHandle;
-use crate::ml::EmbedHandle;
+use crate::ml::{EmbedHandle, Models};
+use crate::parse::archive::ZipLimits;
 use crate::parse::ParseOptions;
-use crate::retrieval::{FullTextIndex, VectorIndex};
+use crate::retrieval::{FullTextIndex, VectorStore};
 use crate::store::Store;
 
 pub use types::*;
@@ -32,7 +34,7 @@ pub use types::*;
 /// The knowledge base. Cheap to share behind an `Arc`.
 pub struct KnowledgeBase {
     store: Store,
-    vectors: Arc<VectorIndex>,
+    vectors: Arc<dyn VectorStore>,
     fulltext: Arc<FullTextIndex>,
     embedder: EmbedHandle,
     /// Serialises writes so SQLite and both indexes change in the same order.
@@ -45,6 +47,8 @@ pub struct KnowledgeBase {
     parse_permits: Arc<tokio::sync::Semaphore>,
     /// What scraping may reach and read.
     fetch_policy: fetch::FetchPolicy,
+    /// What one uploaded archive of documents may hold.
+    zip_limits: ZipLimits,
     /// Time spent per ingestion stage.
     timings: Arc<timings::StageTimes>,
     /// The cross-encoder, when one is installed.
@@ -71,14 +75,14 @@ pub struct LlmDefaults {
 /// Everything a [`KnowledgeBase`] is built from.
 pub struct KbParts {
     pub store: Store,
-    pub vectors: Arc<VectorIndex>,
+    pub vectors: Arc<dyn VectorStore>,
     pub fulltext: Arc<FullTextIndex>,
-    pub embedder: EmbedHandle,
+    /// The shared models (the knowledge base keeps its own handles to them).
+    pub models: Models,
     pub parse_defaults: ParseOptions,
     pub max_concurrent_parses: usize,
+    pub zip_limits: ZipLimits,
     pub fetch_policy: fetch::FetchPolicy,
-    pub reranker: Option<RerankHandle>,
-    pub llm: Option<SharedGenerator>,
     pub llm_defaults: LlmDefaults,
     /// Search look-ups at once, and waiting.
     pub search_gate: admission::GateOptions,
@@ -103,15 +107,16 @@ impl KnowledgeBase {
             store: p.store,
             vectors: p.vectors,
             fulltext: p.fulltext,
-            embedder: p.embedder,
+            embedder: p.models.embedder,
             write_lock,
             writer,
             parse_defaults: p.parse_defaults,
             parse_permits: Arc::new(tokio::sync::Semaphore::new(p.max_concurrent_parses.max(1))),
             fetch_policy: p.fetch_policy,
+            zip_limits: p.zip_limits,
             timings,
-            reranker: p.reranker,
-            llm: p.llm,
+            reranker: p.models.reranker,
+            llm: p.models.llm,
             llm_defaults: p.llm_defaults,
             search_gate: admission::Gate::new("searches", p.search_gate),
             answer_gate: admission::Gate::new("answers", p.answer_gate),
@@ -152,7 +157,7 @@ impl KnowledgeBase {
     /// Saves the vector index if it changed; called periodically and at shutdown.
     pub async fn flush(&self) -> crate::error::Result<()> {
         let v = self.vectors.clone();
-        tokio::task::spawn_blocking(move || v.save_if_dirty()).await??;
+        tokio::task::spawn_blocking(move || v.flush()).await??;
         Ok(())
     }
 }

@@ -1,8 +1,18 @@
 //! ragd: an offline knowledge base and assistant in one process.
 //!
-//! The module tree follows the layers `api -> kb -> parse/chunk/retrieval/ml/store`:
-//! only `store` speaks SQL, only `ml` names candle, only `retrieval` names usearch and
-//! tantivy, only `parse` touches file formats.
+//! The module tree follows the layers (each may use those below it, never above):
+//!
+//! ```text
+//! api                      HTTP only: both APIs, errors, SSE, OpenAPI
+//!  -> assistant            users, conversations, chat, tools, onboarding
+//!   -> jobs                durable background tasks (async uploads, scrapes)
+//!    -> kb                 the knowledge base: ingest, search, query, documents
+//!     -> parse, chunk, retrieval, ml, store
+//! ```
+//!
+//! Only `store` speaks SQL, only `ml` names candle, only `retrieval` names usearch and
+//! tantivy, only `parse` touches file formats; `state` builds and wires everything.
+//! `scripts/check_layers.sh` checks these rules.
 
 pub mod api;
 pub mod assistant;
@@ -21,16 +31,17 @@ pub mod time;
 use std::future::Future;
 
 pub use config::Config;
-pub use state::AppState;
+pub use state::{AppState, AppStateBuilder};
 
-/// Builds every service from `config`, then serves both APIs on `listener` until
-/// `shutdown` resolves. Derived indexes are flushed to disk before it returns.
+/// Builds every service from `config` (or a builder carrying what an embedding program
+/// supplies: a clock, a generator), then serves both APIs on `listener` until `shutdown`
+/// resolves. Derived indexes are flushed to disk before it returns.
 pub async fn run(
-    config: Config,
+    config: impl Into<AppStateBuilder>,
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let state = AppState::build(config).await?;
+    let state = config.into().build().await?;
     let app = api::app(state.clone());
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "ragd listening");

@@ -253,7 +253,11 @@ async fn user_command(args: UserArgs) -> anyhow::Result<()> {
         .with_context(|| format!("creating data directory {}", config.data_dir.display()))?;
     let store = ragd::store::Store::open(&config.data_dir.join("ragd.sqlite"))
         .context("opening the database")?;
-    let users = Users::new(store, config.clock.clone(), config.jwt_secret.clone());
+    let users = Users::new(
+        store,
+        ragd::time::Clock::default(),
+        config.jwt_secret.clone(),
+    );
     match args.action {
         UserAction::Add {
             email,

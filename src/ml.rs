@@ -5,6 +5,7 @@ pub mod device;
 pub mod embed_worker;
 pub mod embedder;
 pub mod llm;
+pub mod models;
 pub mod pool;
 pub mod pull;
 pub mod quant;
@@ -14,6 +15,7 @@ pub mod simd;
 pub use embed_worker::{EmbedHandle, EmbedWorkerOptions};
 pub use embedder::{BertEmbedder, Precision, TokenCounter};
 pub use llm::{LlmEngine, LlmHandle, LlmWorkerOptions};
+pub use models::Models;
 
 use thiserror::Error;
 

@@ -2,8 +2,10 @@
 //! module per format; nothing here knows about storage or HTTP. Every parser treats its
 //! input as hostile: bounded work and memory, errors instead of panics.
 
+pub mod archive;
 pub mod clean;
 pub mod delimited;
+pub mod formats;
 pub mod html;
 pub mod image;
 pub mod json;
@@ -15,9 +17,11 @@ pub mod render;
 pub mod rst;
 pub mod text;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use thiserror::Error;
+
+pub use formats::{extension_of, Format, FORMATS};
 
 /// A parsed document, the input of every chunker.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -125,93 +129,6 @@ impl Default for ParseOptions {
     }
 }
 
-/// Formats of the contract.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    Text,
-    Markdown,
-    Rst,
-    Pdf,
-    Docx,
-    Pptx,
-    Html,
-    Json,
-    Csv,
-    Xlsx,
-    Image,
-}
-
-/// Every extension of the contract and its format.
-pub const EXTENSIONS: &[(&str, Format)] = &[
-    (".txt", Format::Text),
-    (".md", Format::Markdown),
-    (".markdown", Format::Markdown),
-    (".rst", Format::Rst),
-    (".pdf", Format::Pdf),
-    (".docx", Format::Docx),
-    (".pptx", Format::Pptx),
-    (".html", Format::Html),
-    (".htm", Format::Html),
-    (".json", Format::Json),
-    (".csv", Format::Csv),
-    (".xlsx", Format::Xlsx),
-    (".png", Format::Image),
-    (".jpg", Format::Image),
-    (".jpeg", Format::Image),
-    (".tiff", Format::Image),
-    (".tif", Format::Image),
-    (".bmp", Format::Image),
-];
-
-/// Extension of a file name, lower case, with the dot ("" when none).
-pub fn extension_of(name: &str) -> String {
-    Path::new(name)
-        .extension()
-        .map(|e| format!(".{}", e.to_string_lossy().to_lowercase()))
-        .unwrap_or_default()
-}
-
-impl Format {
-    /// The format for a file name, by extension.
-    pub fn for_filename(name: &str) -> Result<Self, ParseError> {
-        let ext = extension_of(name);
-        if ext.is_empty() {
-            return Err(ParseError::Unsupported(format!(
-                "'{name}' has no file extension"
-            )));
-        }
-        EXTENSIONS
-            .iter()
-            .find(|(e, _)| *e == ext)
-            .map(|(_, f)| *f)
-            .ok_or_else(|| {
-                let all: Vec<&str> = EXTENSIONS.iter().map(|(e, _)| *e).collect();
-                ParseError::Unsupported(format!(
-                    "unsupported file type '{ext}'; supported: {}",
-                    all.join(" ")
-                ))
-            })
-    }
-
-    /// Whether this build parses the format.
-    pub fn is_available(self) -> bool {
-        matches!(
-            self,
-            Format::Text
-                | Format::Markdown
-                | Format::Rst
-                | Format::Html
-                | Format::Json
-                | Format::Csv
-                | Format::Docx
-                | Format::Pptx
-                | Format::Xlsx
-                | Format::Pdf
-                | Format::Image
-        )
-    }
-}
-
 /// Why a file could not be parsed; every variant is the caller's 400.
 #[derive(Debug, Error)]
 pub enum ParseError {
@@ -230,28 +147,14 @@ pub enum ParseError {
 /// Parses `bytes` as `format`. Parsers never panic on bad input; a panic that slips
 /// through is still caught here and reported as an invalid file.
 pub fn parse(
-    format: Format,
+    format: &Format,
     bytes: &[u8],
     opts: &ParseOptions,
 ) -> Result<ParsedDocument, ParseError> {
     if bytes.is_empty() {
         return Err(ParseError::Empty);
     }
-    let run = || -> Result<ParsedDocument, ParseError> {
-        match format {
-            Format::Text => Ok(text::parse(&text::decode(bytes)?)),
-            Format::Markdown => Ok(markdown::parse(&text::decode(bytes)?)),
-            Format::Rst => Ok(rst::parse(&text::decode(bytes)?)),
-            Format::Html => Ok(html::parse(&text::decode(bytes)?)),
-            Format::Json => json::parse(bytes),
-            Format::Csv => delimited::parse(bytes),
-            Format::Docx => office::parse_docx(bytes),
-            Format::Pptx => office::parse_pptx(bytes),
-            Format::Xlsx => office::parse_xlsx(bytes),
-            Format::Pdf => pdf::parse(bytes, opts),
-            Format::Image => image::parse(bytes, opts),
-        }
-    };
+    let run = || (format.read)(bytes, opts);
     let doc = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).map_err(|_| {
         ParseError::Invalid("the file could not be parsed (malformed content)".into())
     })??;
@@ -280,13 +183,13 @@ pub enum PageEvent {
 /// parse early by returning `Break`. Formats without real pages are parsed whole and
 /// then reported page by page.
 pub fn for_each_page(
-    format: Format,
+    format: &Format,
     bytes: &[u8],
     opts: &ParseOptions,
     f: &mut dyn FnMut(PageEvent) -> std::ops::ControlFlow<()>,
 ) -> Result<(), ParseError> {
-    if format == Format::Pdf && !bytes.is_empty() {
-        return pdf::for_each_page(bytes, opts, f);
+    if let Some(pages) = format.pages.filter(|_| !bytes.is_empty()) {
+        return pages(bytes, opts, f);
     }
     let doc = parse(format, bytes, opts)?;
     let info = DocInfo {

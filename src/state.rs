@@ -14,10 +14,12 @@ use crate::ml::llm::{
     Backend, CpuOptions, LlmEngine, LlmHandle, LlmWorkerOptions, SharedGenerator,
 };
 use crate::ml::reranker::{CrossEncoder, RerankHandle};
-use crate::ml::{device, BertEmbedder, EmbedHandle, EmbedWorkerOptions};
+use crate::ml::{device, BertEmbedder, EmbedHandle, EmbedWorkerOptions, Models};
+use crate::parse::archive::ZipLimits;
 use crate::parse::ParseOptions;
-use crate::retrieval::{FullTextIndex, VectorIndex};
+use crate::retrieval::{FullTextIndex, VectorIndex, VectorStore};
 use crate::store::Store;
+use crate::time::Clock;
 
 /// How often a changed vector index is written to disk.
 const FLUSH_EVERY: Duration = Duration::from_secs(2);
@@ -26,19 +28,75 @@ const FLUSH_EVERY: Duration = Duration::from_secs(2);
 #[derive(Clone)]
 pub struct AppState {
     pub config: Arc<Config>,
+    /// The models, shared by the knowledge base and the assistant.
+    pub models: Models,
     pub kb: Arc<KnowledgeBase>,
     pub jobs: Jobs,
     pub assistant: Arc<crate::assistant::Assistant>,
     flusher: Arc<tokio::task::JoinHandle<()>>,
 }
 
+/// Builds an [`AppState`] from a `Config` and what a program embedding ragd supplies
+/// (tests: a clock they move, a scripted generator); `AppState::build(config)` is the
+/// builder with nothing supplied.
+pub struct AppStateBuilder {
+    config: Config,
+    clock: Clock,
+    llm: Option<SharedGenerator>,
+}
+
+impl From<Config> for AppStateBuilder {
+    fn from(config: Config) -> Self {
+        AppState::builder(config)
+    }
+}
+
+impl AppStateBuilder {
+    /// The configuration the state will be built from.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The time every expiry and window is measured by (default: the system clock).
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Uses `llm` as the language model; no GGUF file is loaded.
+    pub fn llm(mut self, llm: SharedGenerator) -> Self {
+        self.llm = Some(llm);
+        self
+    }
+
+    /// Opens the data directory, loads the models, reconciles the indexes and starts
+    /// background upkeep. A missing model is a clean start-up error.
+    pub async fn build(self) -> anyhow::Result<AppState> {
+        AppState::build_from(self).await
+    }
+}
+
 impl AppState {
-    /// Opens the data directory, loads the embedder, reconciles the indexes and starts
+    /// A builder over `config`.
+    pub fn builder(config: Config) -> AppStateBuilder {
+        AppStateBuilder {
+            config,
+            clock: Clock::default(),
+            llm: None,
+        }
+    }
+
+    /// Opens the data directory, loads the models, reconciles the indexes and starts
     /// background upkeep. A missing model is a clean start-up error.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
+        Self::builder(config).build().await
+    }
+
+    async fn build_from(b: AppStateBuilder) -> anyhow::Result<Self> {
+        let AppStateBuilder { config, clock, llm } = b;
         let config = Arc::new(config);
         let cfg = config.clone();
-        let kb = tokio::task::spawn_blocking(move || -> anyhow::Result<KnowledgeBase> {
+        let (kb, models) = tokio::task::spawn_blocking(move || -> anyhow::Result<(KnowledgeBase, Models)> {
             std::fs::create_dir_all(&cfg.data_dir)
                 .with_context(|| format!("creating data directory {}", cfg.data_dir.display()))?;
             let store = Store::open(&cfg.data_dir.join("ragd.sqlite")).context("opening the database")?;
@@ -64,32 +122,43 @@ impl AppState {
             )?;
 
             let reranker = load_reranker(&cfg)?;
-            let llm = match cfg.llm_override.0.clone() {
+            let llm = match llm {
                 Some(g) => Some(g),
                 None => load_llm(&cfg)?,
             };
+            let models = Models {
+                embedder,
+                reranker,
+                llm,
+            };
             // One usearch search slot per look-up the search gate admits at once.
             let (vectors, vdisk) = VectorIndex::open(&cfg.data_dir, dim, cfg.search_threads)?;
+            let vectors: Arc<dyn VectorStore> = Arc::new(vectors);
             let (fulltext, fdisk) = FullTextIndex::open(&cfg.data_dir)?;
-            indexes::reconcile(&store, &vectors, vdisk, &fulltext, fdisk).context("reconciling indexes")?;
-            Ok(KnowledgeBase::new(KbParts {
+            indexes::reconcile(&store, vectors.as_ref(), vdisk, &fulltext, fdisk).context("reconciling indexes")?;
+            let kb = KnowledgeBase::new(KbParts {
                 store,
-                vectors: Arc::new(vectors),
+                vectors,
                 fulltext: Arc::new(fulltext),
-                embedder,
+                models: models.clone(),
                 parse_defaults: ParseOptions {
                     pdfium_library: cfg.pdfium_library_path(),
                     ocr_languages: cfg.ocr_languages.clone(),
                     ..ParseOptions::default()
                 },
                 max_concurrent_parses: cfg.max_concurrent_parses,
+                zip_limits: ZipLimits {
+                    max_entries: cfg.max_zip_entries,
+                    max_entry_bytes: cfg.max_upload_bytes,
+                    max_total_bytes: cfg.max_zip_total_bytes,
+                    max_ratio: 200,
+                    ratio_floor_bytes: 1 << 20,
+                },
                 fetch_policy: FetchPolicy {
                     allow_private: cfg.scrape_allow_private,
                     allowed_hosts: cfg.scrape_allowed_hosts.clone(),
                     max_bytes: cfg.max_scrape_bytes,
                 },
-                reranker,
-                llm,
                 llm_defaults: LlmDefaults {
                     max_tokens: cfg.llm_max_tokens,
                     temperature: cfg.llm_temperature,
@@ -104,7 +173,8 @@ impl AppState {
                     queue: cfg.answer_queue,
                     max_wait: Duration::from_secs(cfg.max_queue_wait_secs),
                 },
-            })?)
+            })?;
+            Ok((kb, models))
         })
         .await??;
         let kb = Arc::new(kb);
@@ -114,16 +184,23 @@ impl AppState {
             kb.clone(),
             &config.data_dir,
             config.task_workers,
-        )?;
+        )
+        .await?;
         // Opening the assistant may rebuild the conversation index and hash the first-run
         // admin's password: blocking work, kept off the runtime's threads.
-        let (cfg, kb2, jobs2) = (config.clone(), kb.clone(), jobs.clone());
+        let parts = crate::assistant::AssistantParts {
+            config: config.clone(),
+            kb: kb.clone(),
+            jobs: jobs.clone(),
+            models: models.clone(),
+            clock,
+        };
         let assistant = Arc::new(
-            tokio::task::spawn_blocking(move || crate::assistant::Assistant::open(cfg, kb2, jobs2))
-                .await??,
+            tokio::task::spawn_blocking(move || crate::assistant::Assistant::open(parts)).await??,
         );
         Ok(Self {
             config,
+            models,
             kb,
             jobs,
             assistant,

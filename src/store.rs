@@ -19,6 +19,15 @@ use rusqlite::{Connection, OpenFlags};
 use crate::error::{Error, Result};
 
 pub use chunks::{ChunkRow, NewChunk, SourceRow};
+/// A write transaction, as the services above see it (they pass it to this module's
+/// functions, never run SQL on it).
+pub use rusqlite::Transaction;
+
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Self {
+        Self::Internal(anyhow::Error::new(e).context("sqlite"))
+    }
+}
 
 /// Handle to the database; cheap to clone.
 #[derive(Clone)]

@@ -211,8 +211,8 @@ async fn bearer_tokens() {
     create_user(tmp.path(), "admin@example.com", "password1", true).await;
     let mut config = test_config(tmp.path());
     config.jwt_secret = Some("test-secret".into());
-    let clock = config.clock.clone();
-    let server = TestServer::start_with(config).await;
+    let clock = ragd::time::Clock::default();
+    let server = TestServer::start_with(ragd::AppState::builder(config).clock(clock.clone())).await;
     let now = clock.unix();
 
     let good = sign(

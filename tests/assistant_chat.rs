@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::{create_user, sse_events, test_config, with_auth, Auth, TestServer};
 use parking_lot::Mutex;
-use ragd::config::{Config, GeneratorSlot};
+use ragd::config::Config;
 use ragd::ml::llm::tiny::write_tiny_gguf;
 use ragd::ml::llm::{
     Arch, FinishReason, GenerateRequest, Generator, LlmEvent, ModelInfo, Prompt, Role,
@@ -133,10 +133,10 @@ impl Generator for Scripted {
 
 async fn start(data: &Path, llm: Option<Arc<Scripted>>) -> (TestServer, Auth) {
     let creds = create_user(data, "ana@example.com", "password-ana", false).await;
-    let config = Config {
-        llm_override: GeneratorSlot(llm.map(|l| l as Arc<dyn Generator>)),
-        ..test_config(data)
-    };
+    let mut config = ragd::AppState::builder(test_config(data));
+    if let Some(l) = llm {
+        config = config.llm(l as Arc<dyn Generator>);
+    }
     (TestServer::start_with(config).await, Auth::Token(creds))
 }
 

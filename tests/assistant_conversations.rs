@@ -30,7 +30,8 @@ async fn setup() -> Setup {
     let mut config = test_config(dir.path());
     // These tests make many calls; the limit itself is tested in assistant_tools.
     config.rate_limit_chat = 10_000;
-    let clock = config.clock.clone();
+    let clock = ragd::time::Clock::default();
+    let config = ragd::AppState::builder(config).clock(clock.clone());
     let (server, state) = TestServer::start_with_state(config).await;
     let alice = (Auth::Token(a.clone()), common::user_id(&state, &a).await);
     let bob = (Auth::Token(b.clone()), common::user_id(&state, &b).await);

@@ -355,8 +355,8 @@ async fn chat_scope_rate_limit_per_user_and_window() {
     let admin = Auth::Token(create_user(tmp.path(), "admin@example.com", "password1", true).await);
     let other = Auth::Token(create_user(tmp.path(), "other@example.com", "password2", true).await);
     let config = test_config(tmp.path());
-    let clock = config.clock.clone();
-    let server = TestServer::start_with(config).await;
+    let clock = ragd::time::Clock::default();
+    let server = TestServer::start_with(ragd::AppState::builder(config).clock(clock.clone())).await;
     // Start at the beginning of a window, so the test never straddles two.
     let ms = clock.now().timestamp_millis().rem_euclid(60_000) as u64;
     clock.advance(Duration::from_millis(60_000 - ms + 10));

@@ -89,7 +89,11 @@ async fn updates_are_validated_per_key_and_visible_in_config() {
     std::fs::create_dir_all(tmp.path()).unwrap();
     let config = test_config(tmp.path());
     let store = ragd::store::Store::open(&tmp.path().join("ragd.sqlite")).unwrap();
-    let settings = Settings::new(store, Arc::new(config.clone()));
+    let settings = Settings::new(
+        store,
+        Arc::new(config.clone()),
+        ragd::time::Clock::default(),
+    );
 
     let s = settings
         .update("company_name", json!(" Acme "))

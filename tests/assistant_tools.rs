@@ -32,8 +32,8 @@ async fn setup(rate_limit_tools: u32) -> Setup {
     let a = create_user(dir.path(), "admin@example.com", "password-a", true).await;
     let mut config = test_config(dir.path());
     config.rate_limit_tools = rate_limit_tools;
-    let clock = config.clock.clone();
-    let server = TestServer::start_with(config).await;
+    let clock = ragd::time::Clock::default();
+    let server = TestServer::start_with(ragd::AppState::builder(config).clock(clock.clone())).await;
     Setup {
         _dir: dir,
         server,

@@ -32,7 +32,12 @@ fn every_chunk_fits_and_no_text_is_lost() {
     let md = format!(
         "# Guide\n\nShort intro.\n\n## Long part\n\n{long_para}\n\n## Word\n\n{no_spaces}\n\n## Arabic\n\n{arabic}\n\n{deep}Tail text under the deepest heading.\n"
     );
-    let doc = parse(Format::Markdown, md.as_bytes(), &ParseOptions::default()).unwrap();
+    let doc = parse(
+        Format::named("markdown"),
+        md.as_bytes(),
+        &ParseOptions::default(),
+    )
+    .unwrap();
     let chunks = for_retrieval(&doc, &counter, window);
     assert!(
         chunks.len() > 10,

@@ -274,6 +274,17 @@ async fn async_upload_tasks_list_and_cancel() {
         .unwrap();
     let st = r.status().as_u16();
     assert_error_body(st, &r.json().await.unwrap(), 400);
+    // Every upload's file is gone: completed, cancelled while pending, cancelled while
+    // running (its worker removes it as it stops).
+    let uploads = dir.path().join("uploads");
+    let left = || std::fs::read_dir(&uploads).unwrap().count();
+    for _ in 0..100 {
+        if left() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(left(), 0, "upload files left behind");
 
     // Listing: newest first, filters and bounds.
     let (st, all) = s.get_json("/api/v1/tasks").await;
@@ -310,6 +321,17 @@ async fn async_upload_tasks_list_and_cancel() {
         .post_file("/api/v1/upload/async", "x.exe", b"MZ", &[])
         .await;
     assert_error_body(st, &b, 400);
+    s.stop().await;
+    assert_eq!(left(), 0);
+
+    // Files no unfinished task will read are swept at start-up.
+    let mut cfg = test_config(dir.path());
+    cfg.task_workers = 1;
+    for stray in ["half-written.part", "0b3c9c1e-5b2f-4d7e-9a55-4a4f2a9d1c11"] {
+        std::fs::write(uploads.join(stray), b"leftover").unwrap();
+    }
+    let s = TestServer::start_with(cfg).await;
+    assert_eq!(left(), 0, "stray upload files were kept");
     s.stop().await;
 }
 

@@ -360,6 +360,18 @@ async fn bad_requests_get_the_error_body() {
     assert_error_body(st, &b, 404);
     let (st, b) = s.get_json("/api/v1/nothing-here").await;
     assert_error_body(st, &b, 404);
+    // A path id that is not UTF-8 once percent-decoded: the error body, not plain text.
+    for path in ["/api/v1/tasks/%c0%af", "/api/v1/documents/%ff%fe"] {
+        let (st, b) = s.get_json(path).await;
+        assert_error_body(st, &b, 400);
+    }
+    let r = c
+        .delete(s.url("/api/v1/tasks/%c0%af"))
+        .send()
+        .await
+        .unwrap();
+    let st = r.status().as_u16();
+    assert_error_body(st, &r.json().await.unwrap(), 400);
     let (st, b) = s.get_json("/nothing-here").await;
     assert_error_body(st, &b, 404);
     let (st, b) = s.get_json("/api/v1/search").await;

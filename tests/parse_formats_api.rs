@@ -178,6 +178,75 @@ async fn office_documents_through_http() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_encodings_and_macro_workbooks() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    let text_of = |p: &serde_json::Value| p["llm_ready"].as_str().unwrap().to_owned();
+
+    // A Shift-JIS CSV (as Excel on Japanese Windows writes it): every cell comes out.
+    let csv = "名前,年齢,都市,職業\n佐藤太郎,30,東京,エンジニア\n三木英子,25,大阪,デザイナー\n髙橋淳,35,名古屋,営業\n";
+    let (sjis, _, lossy) = encoding_rs::SHIFT_JIS.encode(csv);
+    assert!(!lossy);
+    let (st, p) = s.post_file("/api/v1/parse", "staff.csv", &sjis, &[]).await;
+    assert_eq!(st, 200, "{p}");
+    let text = text_of(&p);
+    for cell in [
+        "佐藤太郎",
+        "三木英子",
+        "髙橋淳",
+        "エンジニア",
+        "名古屋",
+        "営業",
+    ] {
+        assert!(text.contains(cell), "{cell} lost: {text}");
+    }
+
+    // UTF-32 text, with and without a byte-order mark.
+    let words = "Ümlauts, ελληνικά and 日本語 survive.\n\nA second paragraph.";
+    let body: Vec<u8> = words
+        .chars()
+        .flat_map(|c| (c as u32).to_le_bytes())
+        .collect();
+    for bytes in [[&[0xFF, 0xFE, 0, 0][..], &body].concat(), body.clone()] {
+        let (st, p) = s.post_file("/api/v1/parse", "notes.txt", &bytes, &[]).await;
+        assert_eq!(st, 200, "{p}");
+        let text = text_of(&p);
+        assert!(text.contains("ελληνικά and 日本語 survive"), "{text}");
+        assert!(text.contains("A second paragraph"), "{text}");
+    }
+
+    // A macro-enabled workbook is read like a workbook; its macros are ignored.
+    let (_, f) = s.get_json("/api/v1/parse/formats").await;
+    assert!(
+        f["formats"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e == ".xlsm"),
+        "{f}"
+    );
+    assert!(f["descriptions"][".xlsm"]
+        .as_str()
+        .unwrap()
+        .contains("macro"));
+    let xlsm = common::office::xlsm();
+    let (st, p) = s.post_file("/api/v1/parse", "book.xlsm", &xlsm, &[]).await;
+    assert_eq!(st, 200, "{p}");
+    assert_eq!(p["format"], ".xlsm");
+    assert!(text_of(&p).contains("Widget"), "{p}");
+    assert!(!text_of(&p).contains("Boom"), "{p}");
+    let (st, u) = s.post_file("/api/v1/upload", "book.xlsm", &xlsm, &[]).await;
+    assert_eq!(st, 200, "{u}");
+    assert!(u["chunks_added"].as_u64().unwrap() >= 1);
+    let hits = s.search("Widget", 1).await;
+    assert_eq!(
+        hits["results"][0]["metadata"]["file_type"], "xlsm",
+        "{hits}"
+    );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn images_are_read_by_ocr() {
     let dir = tempfile::tempdir().unwrap();
     let s = TestServer::start(dir.path()).await;
@@ -234,7 +303,7 @@ async fn images_are_read_by_ocr() {
 async fn empty_files_of_every_format_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let s = TestServer::start(dir.path()).await;
-    for (ext, _) in ragd::parse::EXTENSIONS {
+    for ext in ragd::parse::formats::extensions_in(ragd::parse::FORMATS) {
         let name = format!("empty{ext}");
         let (st, b) = s.post_file("/api/v1/parse", &name, b"", &[]).await;
         assert_error_body(st, &b, 400);

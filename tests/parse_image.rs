@@ -62,7 +62,8 @@ fn png_and_jpeg_text_is_read_and_described() {
         image::ImageFormat::Jpeg,
         image::ImageFormat::Bmp,
     ] {
-        let doc = parse::parse(Format::Image, &encode(&img, format), &opts()).expect("parse");
+        let doc =
+            parse::parse(Format::named("image"), &encode(&img, format), &opts()).expect("parse");
         assert_eq!(doc.pages, 1);
         let text = parse::render::to_plain_text(&doc);
         assert!(text.contains("Quarterly sales grew"), "{format:?}: {text}");
@@ -91,7 +92,7 @@ fn every_page_of_a_tiff_is_read() {
         tiff.write_image::<tiff::encoder::colortype::Gray8>(p.width(), p.height(), p.as_raw())
             .unwrap();
     }
-    let doc = parse::parse(Format::Image, out.get_ref(), &opts()).expect("parse");
+    let doc = parse::parse(Format::named("image"), out.get_ref(), &opts()).expect("parse");
     assert_eq!(doc.pages, 2);
     let page_text = |n| {
         doc.blocks
@@ -108,7 +109,7 @@ fn every_page_of_a_tiff_is_read() {
 fn blank_image_has_a_size_description() {
     let img = image::GrayImage::from_pixel(300, 200, image::Luma([255]));
     let doc = parse::parse(
-        Format::Image,
+        Format::named("image"),
         &encode(&img, image::ImageFormat::Png),
         &opts(),
     )
@@ -126,8 +127,8 @@ fn broken_and_oversized_images_are_errors() {
         &image::GrayImage::from_pixel(4, 4, image::Luma([0])),
         image::ImageFormat::Png,
     );
-    assert!(parse::parse(Format::Image, &png[..png.len() / 2], &opts()).is_err());
-    assert!(parse::parse(Format::Image, b"not an image at all", &opts()).is_err());
+    assert!(parse::parse(Format::named("image"), &png[..png.len() / 2], &opts()).is_err());
+    assert!(parse::parse(Format::named("image"), b"not an image at all", &opts()).is_err());
     // A header that claims 100000 x 100000 pixels (IHDR with a fixed-up CRC).
     let mut bomb = png.clone();
     bomb[16..20].copy_from_slice(&100_000u32.to_be_bytes());
@@ -135,7 +136,7 @@ fn broken_and_oversized_images_are_errors() {
     let crc = crc32(&bomb[12..29]);
     bomb[29..33].copy_from_slice(&crc.to_be_bytes());
     let started = std::time::Instant::now();
-    assert!(parse::parse(Format::Image, &bomb, &opts()).is_err());
+    assert!(parse::parse(Format::named("image"), &bomb, &opts()).is_err());
     assert!(started.elapsed().as_secs() < 5);
 }
 

@@ -7,7 +7,7 @@ mod common;
 use common::office::*;
 use ragd::parse::{self, Block, BlockKind, Format, ParseError, ParseOptions, ParsedDocument};
 
-fn parse_ok(format: Format, bytes: &[u8]) -> ParsedDocument {
+fn parse_ok(format: &Format, bytes: &[u8]) -> ParsedDocument {
     parse::parse(format, bytes, &ParseOptions::default()).expect("the document parses")
 }
 
@@ -21,7 +21,7 @@ fn texts(doc: &ParsedDocument, pred: impl Fn(&Block) -> bool) -> Vec<String> {
 
 #[test]
 fn docx_structure_comes_through() {
-    let doc = parse_ok(Format::Docx, &docx());
+    let doc = parse_ok(Format::named("docx"), &docx());
     assert_eq!(doc.title.as_deref(), Some("Report 2024"));
     assert_eq!(doc.author.as_deref(), Some("Ann Author"));
     let headings: Vec<(u8, String)> = doc
@@ -142,7 +142,7 @@ fn strict_ooxml_reads_like_transitional() {
             ),
         ),
     ]);
-    let doc = parse_ok(Format::Docx, &bytes);
+    let doc = parse_ok(Format::named("docx"), &bytes);
     assert_eq!(
         texts(&doc, |_| true),
         ["Strict header", "Strict heading", "Strict body"]
@@ -152,7 +152,7 @@ fn strict_ooxml_reads_like_transitional() {
 
 #[test]
 fn pptx_slides_shapes_and_notes() {
-    let doc = parse_ok(Format::Pptx, &pptx());
+    let doc = parse_ok(Format::named("pptx"), &pptx());
     assert_eq!(doc.pages, 2);
     let on = |page: u32| -> Vec<(String, String)> {
         doc.blocks
@@ -200,7 +200,7 @@ fn pptx_slides_shapes_and_notes() {
 
 #[test]
 fn xlsx_sheets_become_pages_with_tables() {
-    let doc = parse_ok(Format::Xlsx, &xlsx());
+    let doc = parse_ok(Format::named("xlsx"), &xlsx());
     assert_eq!(doc.pages, 2);
     let headings = texts(&doc, |b| matches!(b.kind, BlockKind::Heading(_)));
     assert_eq!(headings, ["Sales", "Notes"]);
@@ -244,7 +244,11 @@ fn xlsx_sheets_become_pages_with_tables() {
 #[test]
 fn not_office_files_are_clear_errors() {
     let opts = ParseOptions::default();
-    for format in [Format::Docx, Format::Pptx, Format::Xlsx] {
+    for format in [
+        Format::named("docx"),
+        Format::named("pptx"),
+        Format::named("xlsx"),
+    ] {
         assert!(matches!(
             parse::parse(format, b"plain text, not a package", &opts),
             Err(ParseError::Invalid(_))
@@ -272,14 +276,14 @@ fn not_office_files_are_clear_errors() {
 
 #[test]
 fn a_package_of_the_wrong_kind_says_what_it_is() {
-    let err = parse::parse(Format::Pptx, &docx(), &ParseOptions::default())
+    let err = parse::parse(Format::named("pptx"), &docx(), &ParseOptions::default())
         .expect_err("a document is no presentation");
     assert!(
         err.to_string().contains("Word document"),
         "unhelpful error: {err}"
     );
-    assert!(parse::parse(Format::Xlsx, &pptx(), &ParseOptions::default()).is_err());
-    assert!(parse::parse(Format::Docx, &xlsx(), &ParseOptions::default()).is_err());
+    assert!(parse::parse(Format::named("xlsx"), &pptx(), &ParseOptions::default()).is_err());
+    assert!(parse::parse(Format::named("docx"), &xlsx(), &ParseOptions::default()).is_err());
 }
 
 #[test]
@@ -293,7 +297,7 @@ fn a_document_without_text_is_empty() {
         ("word/document.xml", document),
     ]);
     assert!(matches!(
-        parse::parse(Format::Docx, &bytes, &ParseOptions::default()),
+        parse::parse(Format::named("docx"), &bytes, &ParseOptions::default()),
         Err(ParseError::Empty)
     ));
 }

@@ -8,7 +8,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use ragd::parse::office::{self, zip_guard};
+use ragd::parse::archive;
+use ragd::parse::office;
 use ragd::parse::{self, BlockKind, Format, ParseError, ParseOptions, ParsedDocument};
 use zip::write::SimpleFileOptions;
 
@@ -44,23 +45,24 @@ fn fixtures(kind: &str) -> Vec<(String, Vec<u8>)> {
 
 /// The parser for a format, called directly: no `catch_unwind`, so a panic fails
 /// the test instead of turning into an error.
-fn direct(format: Format) -> fn(&[u8]) -> Result<ParsedDocument, ParseError> {
-    match format {
-        Format::Docx => office::parse_docx,
-        Format::Pptx => office::parse_pptx,
+fn direct(format: &Format) -> fn(&[u8]) -> Result<ParsedDocument, ParseError> {
+    match format.name {
+        "docx" => office::parse_docx,
+        "pptx" => office::parse_pptx,
         _ => office::parse_xlsx,
     }
 }
 
-const FORMATS: [(&str, Format); 3] = [
-    ("docx", Format::Docx),
-    ("pptx", Format::Pptx),
-    ("xlsx", Format::Xlsx),
-];
+const KINDS: [&str; 3] = ["docx", "pptx", "xlsx"];
+
+/// The office formats, each with the fixture folder of its kind.
+fn formats() -> impl Iterator<Item = (&'static str, &'static Format)> {
+    KINDS.into_iter().map(|k| (k, Format::named(k)))
+}
 
 #[test]
 fn every_fixture_parses() {
-    for (kind, format) in FORMATS {
+    for (kind, format) in formats() {
         for (name, bytes) in fixtures(kind) {
             let doc = parse::parse(format, &bytes, &ParseOptions::default())
                 .unwrap_or_else(|e| panic!("{kind}/{name}: {e}"));
@@ -87,7 +89,7 @@ fn fixtures_keep_their_structure() {
             .into_iter()
             .find(|(n, _)| n == name)
             .unwrap_or_else(|| panic!("fixture {kind}/{name} is missing"));
-        let format = FORMATS.iter().find(|(k, _)| *k == kind).map(|(_, f)| *f);
+        let format = formats().find(|(k, _)| *k == kind).map(|(_, f)| f);
         parse::parse(
             format.expect("known kind"),
             &bytes,
@@ -133,7 +135,7 @@ impl Rng {
 #[test]
 fn damaged_fixtures_never_panic_or_hang() {
     let mut rng = Rng(0x5eed_0ff1_ce00_0001);
-    for (kind, format) in FORMATS {
+    for (kind, format) in formats() {
         let parse = direct(format);
         for (name, bytes) in fixtures(kind) {
             let mut copies: Vec<(String, Vec<u8>)> = Vec::new();
@@ -186,7 +188,11 @@ fn zip_bombs_are_refused() {
         ("word/document.xml".to_owned(), vec![b' '; 64 << 20]),
     ]);
     assert!(bomb.len() < 1 << 20, "the bomb should be small on disk");
-    for format in [Format::Docx, Format::Pptx, Format::Xlsx] {
+    for format in [
+        Format::named("docx"),
+        Format::named("pptx"),
+        Format::named("xlsx"),
+    ] {
         let started = Instant::now();
         let err = parse::parse(format, &bomb, &ParseOptions::default())
             .expect_err("a bomb must not parse");
@@ -197,23 +203,23 @@ fn zip_bombs_are_refused() {
         assert!(started.elapsed() < PATIENCE);
     }
     // Declared sizes are checked on opening...
-    let limits = zip_guard::ZipLimits {
+    let limits = archive::ZipLimits {
         max_entry_bytes: 1 << 20,
         max_ratio: u64::MAX,
         ..Default::default()
     };
     assert!(matches!(
-        zip_guard::GuardedZip::open(&bomb, limits),
+        archive::GuardedZip::open(&bomb, limits),
         Err(ParseError::TooLarge(_))
     ));
     // ...and the real, inflated sizes on reading, whatever the archive declares.
     let liar = declare_sizes(&bomb, 1000);
-    let mut zip = zip_guard::GuardedZip::open(&liar, limits).expect("opens");
+    let mut zip = archive::GuardedZip::open(&liar, limits).expect("opens");
     assert!(matches!(
         zip.read("word/document.xml"),
         Err(ParseError::TooLarge(_))
     ));
-    let limits = zip_guard::ZipLimits {
+    let limits = archive::ZipLimits {
         max_total_bytes: 1 << 20,
         max_entry_bytes: 1 << 20,
         max_ratio: u64::MAX,
@@ -221,11 +227,11 @@ fn zip_bombs_are_refused() {
     };
     let spread = zip_of((0..4).map(|i| (format!("part{i}.xml"), vec![b'x'; 400 << 10])));
     assert!(matches!(
-        zip_guard::GuardedZip::open(&spread, limits),
+        archive::GuardedZip::open(&spread, limits),
         Err(ParseError::TooLarge(_))
     ));
     let spread_liar = declare_sizes(&spread, 10);
-    let mut zip = zip_guard::GuardedZip::open(&spread_liar, limits).expect("opens");
+    let mut zip = archive::GuardedZip::open(&spread_liar, limits).expect("opens");
     assert!(matches!(zip.verify_all(), Err(ParseError::TooLarge(_))));
 }
 
@@ -250,7 +256,11 @@ fn declare_sizes(zip: &[u8], size: u32) -> Vec<u8> {
 #[test]
 fn archives_with_thousands_of_entries_are_refused() {
     let many = zip_of((0..20_000).map(|i| (format!("junk/{i}.xml"), Vec::new())));
-    for format in [Format::Docx, Format::Pptx, Format::Xlsx] {
+    for format in [
+        Format::named("docx"),
+        Format::named("pptx"),
+        Format::named("xlsx"),
+    ] {
         let err =
             parse::parse(format, &many, &ParseOptions::default()).expect_err("too many entries");
         assert!(
@@ -282,7 +292,7 @@ fn forged_shared_string_counts_are_refused() {
     }
     let forged = zip_of(parts);
     assert!(matches!(
-        parse::parse(Format::Xlsx, &forged, &ParseOptions::default()),
+        parse::parse(Format::named("xlsx"), &forged, &ParseOptions::default()),
         Err(ParseError::Invalid(_))
     ));
 }
@@ -311,7 +321,7 @@ fn deep_nesting_is_bounded() {
         "</w:tc></w:tr></w:tbl>".repeat(depth)
     );
     let doc = parse::parse(
-        Format::Docx,
+        Format::named("docx"),
         &docx_with_body(&body),
         &ParseOptions::default(),
     )
@@ -325,7 +335,7 @@ fn deep_nesting_is_bounded() {
     );
     assert!(matches!(
         parse::parse(
-            Format::Docx,
+            Format::named("docx"),
             &docx_with_body(&body),
             &ParseOptions::default()
         ),
@@ -345,7 +355,7 @@ fn merged_cells_do_not_multiply_memory() {
     let body = format!("<w:tbl>{first}{}</w:tbl>", next.repeat(200));
     let started = Instant::now();
     let doc = parse::parse(
-        Format::Docx,
+        Format::named("docx"),
         &docx_with_body(&body),
         &ParseOptions::default(),
     )
@@ -373,6 +383,7 @@ fn entity_expansion_is_not_performed() {
         ),
         ("word/document.xml".to_owned(), doc.to_vec()),
     ]);
-    let parsed = parse::parse(Format::Docx, &bytes, &ParseOptions::default()).expect("parses");
+    let parsed =
+        parse::parse(Format::named("docx"), &bytes, &ParseOptions::default()).expect("parses");
     assert_eq!(parsed.blocks[0].text, "safe text");
 }

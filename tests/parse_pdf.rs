@@ -126,7 +126,7 @@ fn two_column_page() -> Vec<Run> {
 #[test]
 fn headings_paragraphs_lists_and_tables() {
     let bytes = make_pdf(&[report_page(), two_column_page()]);
-    let doc = parse::parse(Format::Pdf, &bytes, &opts()).expect("parse");
+    let doc = parse::parse(Format::named("pdf"), &bytes, &opts()).expect("parse");
     assert_eq!(doc.pages, 2);
     let b = &doc.blocks;
     assert!(matches!(b[0].kind, BlockKind::Heading(1 | 2)), "{:?}", b[0]);
@@ -183,7 +183,7 @@ fn accurate_mode_falls_back_to_text_positions() {
         table_mode: TableMode::Accurate,
         ..opts()
     };
-    let doc = parse::parse(Format::Pdf, &bytes, &o).expect("parse");
+    let doc = parse::parse(Format::named("pdf"), &bytes, &o).expect("parse");
     let tables: Vec<_> = doc
         .blocks
         .iter()
@@ -200,7 +200,7 @@ fn accurate_mode_falls_back_to_text_positions() {
 fn page_events_come_one_page_at_a_time_and_stop_early() {
     let bytes = make_pdf(&[report_page(), two_column_page(), report_page()]);
     let mut seen = Vec::new();
-    parse::for_each_page(Format::Pdf, &bytes, &opts(), &mut |e| {
+    parse::for_each_page(Format::named("pdf"), &bytes, &opts(), &mut |e| {
         match e {
             PageEvent::Opened(info) => seen.push(format!("opened {}", info.pages)),
             PageEvent::Page { number, blocks } => {
@@ -248,7 +248,7 @@ fn scanned_copy(bytes: &[u8]) -> (Vec<u8>, image::DynamicImage) {
 #[test]
 fn pages_without_text_are_read_by_ocr() {
     let (scan, _) = scanned_copy(&make_pdf(&[report_page()]));
-    let doc = parse::parse(Format::Pdf, &scan, &opts()).expect("parse");
+    let doc = parse::parse(Format::named("pdf"), &scan, &opts()).expect("parse");
     let text = parse::render::to_plain_text(&doc);
     for word in ["Annual", "Report", "outlook", "region", "Sales"] {
         assert!(text.contains(word), "{word} missing from OCR text: {text}");
@@ -258,21 +258,21 @@ fn pages_without_text_are_read_by_ocr() {
 #[test]
 fn bad_input_is_an_error_not_a_panic() {
     assert!(matches!(
-        parse::parse(Format::Pdf, b"", &opts()),
+        parse::parse(Format::named("pdf"), b"", &opts()),
         Err(ParseError::Empty)
     ));
     assert!(matches!(
-        parse::parse(Format::Pdf, b"hello, not a pdf", &opts()),
+        parse::parse(Format::named("pdf"), b"hello, not a pdf", &opts()),
         Err(ParseError::Invalid(_))
     ));
     let bytes = make_pdf(&[report_page()]);
     let truncated = &bytes[..bytes.len() / 3];
     // Either an error or whatever pdfium could recover; never a panic.
-    let _ = parse::parse(Format::Pdf, truncated, &opts());
+    let _ = parse::parse(Format::named("pdf"), truncated, &opts());
     let missing = ParseOptions {
         pdfium_library: PathBuf::from("/nonexistent/libpdfium.so"),
         ..opts()
     };
     // The library is bound once per process: a later wrong path still parses.
-    let _ = parse::parse(Format::Pdf, &bytes, &missing);
+    let _ = parse::parse(Format::named("pdf"), &bytes, &missing);
 }

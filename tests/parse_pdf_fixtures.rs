@@ -28,7 +28,7 @@ fn opts() -> ParseOptions {
 
 fn parse_file(path: &Path) -> Result<parse::ParsedDocument, ParseError> {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    parse::parse(Format::Pdf, &bytes, &opts())
+    parse::parse(Format::named("pdf"), &bytes, &opts())
 }
 
 fn pdfs(dir: &Path) -> Vec<PathBuf> {
@@ -101,7 +101,7 @@ fn every_text_pdf_fixture_parses_with_metadata() {
 fn parse_with_deadline(name: &str, bytes: Vec<u8>) {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let outcome = parse::parse(Format::Pdf, &bytes, &opts()).map(|_| ());
+        let outcome = parse::parse(Format::named("pdf"), &bytes, &opts()).map(|_| ());
         let _ = tx.send(outcome);
     });
     match rx.recv_timeout(Duration::from_secs(60)) {

@@ -63,7 +63,7 @@ fn a_hundred_page_pdf_parses_in_bounded_memory() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
     let before = status("VmRSS:");
     let started = Instant::now();
-    let doc = parse::parse(Format::Pdf, &bytes, &opts()).expect("parse");
+    let doc = parse::parse(Format::named("pdf"), &bytes, &opts()).expect("parse");
     let secs = started.elapsed().as_secs_f64();
     let peak = status("VmHWM:");
     assert_eq!(doc.pages, 100);

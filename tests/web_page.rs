@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use common::browser::{js, Browser, Page};
 use common::{create_user, test_config, Auth, TestServer};
-use ragd::config::{Config, GeneratorSlot};
+use ragd::config::Config;
 use ragd::ml::llm::{
     Arch, FinishReason, GenerateRequest, Generator, LlmEvent, ModelInfo, Prompt, Role,
 };
@@ -556,10 +556,8 @@ async fn a_chat_reply_that_calls_a_high_risk_tool_waits_for_confirmation() {
         },
         stopped: stopped.clone(),
     };
-    let config = Config {
-        llm_override: GeneratorSlot(Some(Arc::new(model) as Arc<dyn Generator>)),
-        ..test_config(&data)
-    };
+    let config =
+        ragd::AppState::builder(test_config(&data)).llm(Arc::new(model) as Arc<dyn Generator>);
     let server = TestServer::start_with(config).await;
     let (status, _) = server
         .upload(

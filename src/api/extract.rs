@@ -1,7 +1,7 @@
-//! JSON and query extractors whose rejections use the contract's error body
-//! (axum's own answer 415/422 in plain text).
+//! JSON, query and path extractors whose rejections use the contract's error body
+//! (axum's own answer 400/415/422 in plain text). Handlers of `/api/v1` use only these.
 
-use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
@@ -55,6 +55,32 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
 
 fn query_rejection(rej: QueryRejection) -> ApiError {
     ApiError::bad_request(format!("invalid query parameters: {}", rej.body_text()))
+}
+
+/// `Path<T>` with our error body (400), e.g. for a segment that is not valid UTF-8
+/// once percent-decoded.
+pub struct ApiPath<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(v)) => Ok(Self(v)),
+            Err(rej) => Err(path_rejection(rej)),
+        }
+    }
+}
+
+fn path_rejection(rej: PathRejection) -> ApiError {
+    if rej.status().is_server_error() {
+        // A route whose pattern does not match its extractor: ours to fix, not the client's.
+        return ApiError::from(crate::error::Error::Internal(anyhow::anyhow!(
+            "path extraction: {}",
+            rej.body_text()
+        )));
+    }
+    ApiError::bad_request(format!("invalid path: {}", rej.body_text()))
 }
 
 /// Checks `lo <= v <= hi` for a named parameter.

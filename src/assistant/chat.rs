@@ -5,6 +5,7 @@
 //! Without an LLM the answer is the knowledge base's extractive one. Progress goes to an
 //! optional event sink (the SSE stream); a closed sink stops the generation.
 
+pub mod attachments;
 pub mod prompt;
 pub mod router;
 pub mod slots;
@@ -215,7 +216,7 @@ impl Assistant {
             .append(&user.id, &conversation_id, user_msg)
             .await?;
 
-        let mut reply = match self.kb.llm().cloned() {
+        let mut reply = match self.models.llm.clone() {
             None => self.extractive_turn(&message, sink).await?,
             Some(llm) => {
                 self.generative_turn(user, &req, &message, history, llm, sink)

@@ -106,7 +106,7 @@ impl Conversations {
     /// is rebuilt at the next start-up.
     async fn write<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&rusqlite::Transaction<'_>) -> crate::error::Result<(T, IndexChange)>
+        f: impl FnOnce(&crate::store::Transaction<'_>) -> crate::error::Result<(T, IndexChange)>
             + Send
             + 'static,
     ) -> Result<T> {

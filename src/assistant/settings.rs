@@ -85,12 +85,17 @@ pub const KEYS: &[&str] = &[
 pub struct Settings {
     store: Store,
     config: Arc<Config>,
+    clock: crate::time::Clock,
 }
 
 impl Settings {
     /// The service over `store`.
-    pub fn new(store: Store, config: Arc<Config>) -> Self {
-        Self { store, config }
+    pub fn new(store: Store, config: Arc<Config>, clock: crate::time::Clock) -> Self {
+        Self {
+            store,
+            config,
+            clock,
+        }
     }
 
     /// The current settings (defaults until first saved).
@@ -119,7 +124,7 @@ impl Settings {
             clean.insert(k, v);
         }
         let keys: Vec<String> = clean.keys().cloned().collect();
-        let now = self.config.clock.now_iso();
+        let now = self.clock.now_iso();
         let saved = self
             .store
             .write(move |tx| {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::Inner;
+use super::{Inner, TaskKind};
 use crate::error::{Error, Result};
 use crate::kb::ingest::{IngestSource, Progress, SourceType};
 use crate::kb::scrape::ScrapeRequest;
@@ -70,7 +70,7 @@ async fn run_one(inner: &Arc<Inner>, task: TaskRow) {
         Ok(v) => (true, Some(v), None),
         Err(Error::Cancelled) => {
             tracing::info!("task stopped: cancelled");
-            remove_upload(inner, &task);
+            remove_upload(inner, &task).await;
             return;
         }
         Err(Error::Internal(e)) => {
@@ -96,12 +96,15 @@ async fn run_one(inner: &Arc<Inner>, task: TaskRow) {
         elapsed_ms = started.elapsed().as_millis() as u64,
         "task finished"
     );
-    remove_upload(inner, &task);
+    remove_upload(inner, &task).await;
 }
 
-fn remove_upload(inner: &Inner, task: &TaskRow) {
+/// An upload's file is removed however its task ends (completed, failed, cancelled);
+/// only a shutdown keeps it, for the task to resume.
+async fn remove_upload(inner: &Inner, task: &TaskRow) {
     if task.kind == "upload" {
-        let _ = std::fs::remove_file(inner.uploads.join(&task.id));
+        let path = inner.uploads.join(&task.id);
+        let _ = tokio::task::spawn_blocking(move || super::remove_file(&path)).await;
     }
 }
 
@@ -120,25 +123,23 @@ fn progress_reporter(inner: &Arc<Inner>, id: &str, lo: f64, hi: f64) -> Progress
 }
 
 async fn execute(inner: &Arc<Inner>, task: &TaskRow) -> Result<Value> {
-    match task.kind.as_str() {
-        "upload" => upload(inner, task).await,
-        "scrape" => scrape(inner, task).await,
-        other => Err(Error::Internal(anyhow::anyhow!(
-            "unknown task kind '{other}'"
-        ))),
+    match TaskKind::from_row(&task.kind, &task.params)? {
+        TaskKind::Upload { filename, section } => upload(inner, &task.id, filename, section).await,
+        TaskKind::Scrape {
+            urls,
+            timeout,
+            skip_duplicates,
+        } => scrape(inner, &task.id, urls, timeout, skip_duplicates).await,
     }
 }
 
-async fn upload(inner: &Arc<Inner>, task: &TaskRow) -> Result<Value> {
-    let filename = task.params["filename"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let section = task.params["section"]
-        .as_str()
-        .unwrap_or("uploaded")
-        .to_owned();
-    let path = inner.uploads.join(&task.id);
+async fn upload(
+    inner: &Arc<Inner>,
+    task_id: &str,
+    filename: String,
+    section: String,
+) -> Result<Value> {
+    let path = inner.uploads.join(task_id);
     let bytes = tokio::task::spawn_blocking(move || std::fs::read(path))
         .await?
         .map_err(|e| {
@@ -158,34 +159,30 @@ async fn upload(inner: &Arc<Inner>, task: &TaskRow) -> Result<Value> {
             section,
             title_hint: None,
             check_duplicates: true,
-            task: Some(task.id.clone()),
-            progress: Some(progress_reporter(inner, &task.id, 0.0, 1.0)),
+            task: Some(task_id.to_owned()),
+            progress: Some(progress_reporter(inner, task_id, 0.0, 1.0)),
         })
         .await?;
     Ok(serde_json::to_value(result).unwrap_or(Value::Null))
 }
 
-async fn scrape(inner: &Arc<Inner>, task: &TaskRow) -> Result<Value> {
-    let urls: Vec<String> = task.params["urls"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|u| u.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
-    let timeout = Duration::from_secs(task.params["timeout"].as_u64().unwrap_or(30));
-    let skip = task.params["skip_duplicates"].as_bool().unwrap_or(true);
+async fn scrape(
+    inner: &Arc<Inner>,
+    task_id: &str,
+    urls: Vec<String>,
+    timeout: Duration,
+    skip: bool,
+) -> Result<Value> {
     let n = urls.len().max(1) as f64;
     let (mut ok, mut failed, mut chunks) = (0u64, 0u64, 0u64);
     let mut results = Vec::new();
     for (i, url) in urls.iter().enumerate() {
-        let progress = progress_reporter(inner, &task.id, i as f64 / n, (i + 1) as f64 / n);
+        let progress = progress_reporter(inner, task_id, i as f64 / n, (i + 1) as f64 / n);
         let req = ScrapeRequest {
             url: url.clone(),
             timeout,
             skip_duplicates: skip,
-            task: Some(task.id.clone()),
+            task: Some(task_id.to_owned()),
             progress: Some(progress.clone()),
         };
         match inner.kb.scrape(req).await {

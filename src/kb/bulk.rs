@@ -1,10 +1,9 @@
 //! Many files at once (`/upload/bulk`, `/upload/bulk/zip`): every file goes through
 //! ingestion's stages side by side with the others (parsing bounded by the parse
 //! permits), so their chunks share the embedder's passes and their writes share group
-//! commits, while each file stays atomic and has its own outcome; and the hostile-ZIP
-//! rules for archives.
-
-use std::io::Read as _;
+//! commits, while each file stays atomic and has its own outcome. A ZIP of documents
+//! is unpacked by `parse::archive` (one reader, one set of limits) and then ingested
+//! the same way.
 
 use futures::StreamExt as _;
 use serde::Serialize;
@@ -33,110 +32,27 @@ pub struct BulkResult {
     pub errors: Vec<FileError>,
 }
 
-/// Limits on one uploaded ZIP.
-#[derive(Debug, Clone, Copy)]
-pub struct ZipLimits {
-    pub max_entries: usize,
-    pub max_entry_bytes: u64,
-    pub max_total_bytes: u64,
-    /// Largest inflated/compressed ratio of an entry over 1 MiB.
-    pub max_ratio: u64,
-}
-
-/// Files inside a ZIP: every entry is checked (count, names, declared and real sizes,
-/// ratio) and inflated before anything is ingested, so a bad archive writes nothing.
-/// Entry names are reduced to file names; they are never used as paths.
-pub fn unzip(bytes: &[u8], limits: ZipLimits) -> Result<Vec<(String, Vec<u8>)>> {
-    let bad = |m: String| Error::bad_request(format!("the ZIP archive was refused: {m}"));
-    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes))
-        .map_err(|e| bad(format!("not a readable ZIP ({e})")))?;
-    if zip.len() > limits.max_entries {
-        return Err(bad(format!(
-            "{} entries; the limit is {}",
-            zip.len(),
-            limits.max_entries
-        )));
-    }
-    let mut declared = 0u64;
-    for i in 0..zip.len() {
-        let e = zip.by_index_raw(i).map_err(|e| bad(e.to_string()))?;
-        let name = e.name().to_owned();
-        let traversal = name.starts_with(['/', '\\'])
-            || name.split(['/', '\\']).any(|p| p == "..")
-            || name.chars().nth(1) == Some(':')
-            || name.chars().any(char::is_control);
-        if traversal {
-            return Err(bad(format!(
-                "entry '{}' has an unsafe path",
-                name.escape_debug()
-            )));
-        }
-        if e.is_dir() {
-            continue;
-        }
-        if e.size() > limits.max_entry_bytes {
-            return Err(bad(format!(
-                "entry '{name}' expands to {} bytes; the limit is {}",
-                e.size(),
-                limits.max_entry_bytes
-            )));
-        }
-        declared = declared.saturating_add(e.size());
-        if e.size() > 1 << 20 && e.size() / e.compressed_size().max(1) > limits.max_ratio {
-            return Err(bad(format!(
-                "entry '{name}' has a compression ratio typical of a ZIP bomb"
-            )));
-        }
-    }
-    if declared > limits.max_total_bytes {
-        return Err(bad(format!(
-            "it expands to {declared} bytes; the limit is {}",
-            limits.max_total_bytes
-        )));
-    }
-    let mut out = Vec::new();
-    let mut total = 0u64;
-    for i in 0..zip.len() {
-        let e = zip.by_index(i).map_err(|e| bad(e.to_string()))?;
-        if e.is_dir() {
-            continue;
-        }
-        let name = e
-            .name()
-            .rsplit(['/', '\\'])
-            .next()
-            .unwrap_or_default()
-            .to_owned();
-        let compressed = e.compressed_size().max(1);
-        let path = e.name().to_owned();
-        let mut buf = Vec::new();
-        // Declared sizes can lie: the real inflated size is capped while reading.
-        let read = e
-            .take(limits.max_entry_bytes + 1)
-            .read_to_end(&mut buf)
-            .map_err(|err| bad(format!("entry '{path}': {err}")))?;
-        total += read as u64;
-        if read as u64 > limits.max_entry_bytes || total > limits.max_total_bytes {
-            return Err(bad(format!("entry '{path}' expands past the size limits")));
-        }
-        if read as u64 > 1 << 20 && read as u64 / compressed > limits.max_ratio {
-            return Err(bad(format!(
-                "entry '{path}' has a compression ratio typical of a ZIP bomb"
-            )));
-        }
-        if path.starts_with("__MACOSX/") || name.starts_with("._") || name.is_empty() {
-            continue;
-        }
-        out.push((name, buf));
-    }
-    Ok(out)
-}
-
 /// Files of one request in flight at once: enough that the embedder's queue never runs
 /// dry while some files are being parsed or stored.
 const FILES_IN_FLIGHT: usize = 64;
 
 impl KnowledgeBase {
+    /// Unpacks a ZIP of documents and ingests every file in it. The whole archive is
+    /// checked and inflated (on a blocking thread) before anything is ingested, so a
+    /// refused archive writes nothing.
+    #[tracing::instrument(skip_all, fields(bytes = bytes.len()))]
+    pub async fn ingest_zip(&self, bytes: Vec<u8>, section: String) -> Result<BulkResult> {
+        let limits = self.zip_limits;
+        let files =
+            tokio::task::spawn_blocking(move || crate::parse::archive::files(&bytes, limits))
+                .await?
+                .map_err(|e| Error::bad_request(format!("the ZIP archive was refused: {e}")))?;
+        if files.is_empty() {
+            return Err(Error::bad_request("the ZIP archive holds no files"));
+        }
+        Ok(self.ingest_many(files, section).await)
+    }
+
     /// Ingests each file; failures are reported per file, not as a whole, in the order
     /// the files were sent.
     #[tracing::instrument(skip_all, fields(files = files.len()))]

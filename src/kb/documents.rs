@@ -1,5 +1,6 @@
 //! Reading stored documents (chunks): one by id, or a page of them.
 
+use super::filter::MetadataFilter;
 use super::{Document, DocumentPage, KbStats, KnowledgeBase};
 use crate::error::Result;
 use crate::store::{chunks as repo, ChunkRow};
@@ -49,7 +50,7 @@ impl KnowledgeBase {
         Ok(KbStats {
             document_count,
             sources_count,
-            vector_store_path: self.vectors.path().display().to_string(),
+            vector_store_path: self.vectors.location(),
             embedding_model: self.embedder.name().to_owned(),
         })
     }
@@ -87,7 +88,7 @@ impl KnowledgeBase {
     /// from both derived indexes. Returns the deleted keys.
     async fn delete_with(
         &self,
-        f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<Vec<u64>> + Send + 'static,
+        f: impl FnOnce(&crate::store::Transaction<'_>) -> Result<Vec<u64>> + Send + 'static,
     ) -> Result<Vec<u64>> {
         let _guard = self.write_lock.lock().await;
         let store = self.store.clone();
@@ -176,13 +177,9 @@ impl KnowledgeBase {
         Ok(keys.len() as u64)
     }
 
-    /// Deletes every document whose metadata matches all conditions.
-    pub async fn delete_by_filter(&self, conds: Vec<repo::MetaCond>) -> Result<u64> {
-        if conds.is_empty() {
-            return Err(crate::error::Error::bad_request(
-                "'where' must name at least one metadata key",
-            ));
-        }
+    /// Deletes every document whose metadata matches all conditions of the filter.
+    pub async fn delete_by_filter(&self, filter: MetadataFilter) -> Result<u64> {
+        let conds = filter.0;
         let keys = self
             .delete_with(move |tx| repo::delete_by_metadata(tx, &conds))
             .await?;

@@ -131,7 +131,7 @@ impl KnowledgeBase {
                 (false, "the database did not answer".into())
             }
             Ok(n) => {
-                let (v, f) = (self.vectors.len() as u64, self.fulltext.len());
+                let (v, f) = (self.vectors.count(), self.fulltext.len());
                 if v == n && f == n {
                     (
                         true,

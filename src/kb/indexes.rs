@@ -5,7 +5,7 @@
 use super::search::searchable;
 use crate::error::Result;
 use crate::retrieval::fulltext::FtDoc;
-use crate::retrieval::{FullTextIndex, OnDisk, VectorIndex};
+use crate::retrieval::{FullTextIndex, OnDisk, VectorStore};
 use crate::store::{chunks as repo, Store};
 
 const BATCH: usize = 2048;
@@ -13,7 +13,7 @@ const BATCH: usize = 2048;
 /// Brings both indexes in line with the store. Blocking; run at start-up.
 pub fn reconcile(
     store: &Store,
-    vectors: &VectorIndex,
+    vectors: &dyn VectorStore,
     vdisk: OnDisk,
     fulltext: &FullTextIndex,
     fdisk: OnDisk,
@@ -87,7 +87,7 @@ pub fn reconcile(
     if rebuild_vectors {
         // Records the generation even for an empty store.
         vectors.apply(&[], &[], generation)?;
-        vectors.save_if_dirty()?;
+        vectors.flush()?;
     }
     tracing::info!(
         chunks = count,

@@ -87,7 +87,7 @@ pub struct IngestSource {
     /// The source's identity: a file name or a URL.
     pub name: String,
     pub source_type: SourceType,
-    pub format: Format,
+    pub format: &'static Format,
     pub bytes: Vec<u8>,
     pub section: String,
     /// Title to use when the document has none of its own (e.g. an HTML `<title>`).
@@ -125,11 +125,6 @@ impl KnowledgeBase {
     pub async fn ingest(&self, src: IngestSource) -> Result<IngestionResult> {
         let started = std::time::Instant::now();
         let name = src.name.clone();
-        if !src.format.is_available() {
-            return Err(Error::bad_request(format!(
-                "'{name}': this file type cannot be ingested by this build yet"
-            )));
-        }
         let content_hash = sha256_hex(&src.bytes);
         let section = if src.section.trim().is_empty() {
             "uploaded".to_owned()
@@ -407,7 +402,7 @@ pub fn embedding_inputs(
 /// What [`prepare`] works from.
 struct PrepareInput<'a> {
     name: &'a str,
-    format: Format,
+    format: &'static Format,
     bytes: &'a [u8],
     opts: &'a parse::ParseOptions,
     counter: &'a crate::ml::TokenCounter,
@@ -475,15 +470,12 @@ fn prepare(input: PrepareInput<'_>, known: &HashSet<String>) -> Result<Prepared>
 }
 
 /// `file_type` metadata: the extension without its dot (`html` for scraped pages).
-fn file_type(format: Format, name: &str) -> String {
+fn file_type(format: &Format, name: &str) -> String {
     let ext = parse::extension_of(name);
-    if parse::EXTENSIONS
-        .iter()
-        .any(|(e, f)| *e == ext && *f == format)
-    {
+    if format.extensions.contains(&ext.as_str()) {
         ext.trim_start_matches('.').to_owned()
     } else {
-        format!("{format:?}").to_lowercase()
+        format.name.to_owned()
     }
 }
 

@@ -114,14 +114,9 @@ fn to_error(name: &str, e: ParseError) -> Error {
 }
 
 impl ParseJob {
-    fn format(&self) -> Result<(String, Format)> {
+    fn format(&self) -> Result<(String, &'static Format)> {
         let name = super::ingest::clean_filename(&self.filename)?;
         let format = Format::for_filename(&name).map_err(|e| Error::bad_request(e.to_string()))?;
-        if !format.is_available() {
-            return Err(Error::bad_request(format!(
-                "'{name}': this file type cannot be parsed by this build yet"
-            )));
-        }
         Ok((name, format))
     }
 
@@ -145,7 +140,10 @@ fn strip_descriptions(doc: &mut ParsedDocument) {
 
 impl KnowledgeBase {
     /// Parses and cleans one file on a blocking thread.
-    async fn parse_clean(&self, job: &ParseJob) -> Result<(String, Format, ParsedDocument)> {
+    async fn parse_clean(
+        &self,
+        job: &ParseJob,
+    ) -> Result<(String, &'static Format, ParsedDocument)> {
         let (name, format) = job.format()?;
         let _permit = self
             .parse_permits
@@ -313,12 +311,10 @@ impl KnowledgeBase {
         tx: mpsc::Sender<ParseEvent>,
     ) -> Result<()> {
         let (name, format) = job.format()?;
-        if !matches!(
-            format,
-            Format::Pdf | Format::Markdown | Format::Text | Format::Html | Format::Docx
-        ) {
+        if !format.incremental {
             return Err(Error::bad_request(format!(
-                "'{name}': incremental parsing supports .pdf .md .markdown .txt .html .htm .docx"
+                "'{name}': incremental parsing supports {}",
+                Format::incremental_extensions()
             )));
         }
         let _permit = self

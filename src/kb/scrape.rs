@@ -20,17 +20,8 @@ pub struct ScrapeRequest {
 }
 
 /// The format of a fetched body, by media type, else by the URL's extension.
-fn format_of(f: &Fetched) -> Result<Format> {
-    let by_type = match f.media_type.as_str() {
-        "text/html" | "application/xhtml+xml" => Some(Format::Html),
-        "text/plain" => Some(Format::Text),
-        "text/markdown" | "text/x-markdown" => Some(Format::Markdown),
-        "application/pdf" => Some(Format::Pdf),
-        "application/json" => Some(Format::Json),
-        "text/csv" => Some(Format::Csv),
-        _ => None,
-    };
-    by_type
+fn format_of(f: &Fetched) -> Result<&'static Format> {
+    Format::for_media_type(&f.media_type)
         .or_else(|| Format::for_filename(f.final_url.path()).ok())
         .ok_or_else(|| {
             Error::bad_request(format!(

@@ -18,7 +18,7 @@ use super::search::searchable;
 use super::timings::{Stage, StageTimes};
 use crate::error::{Error, Result};
 use crate::retrieval::fulltext::FtDoc;
-use crate::retrieval::{FullTextIndex, VectorIndex};
+use crate::retrieval::{FullTextIndex, VectorStore};
 use crate::store::{self, chunks as repo, NewChunk, SourceRow, Store};
 
 /// Most sources in one group.
@@ -69,7 +69,7 @@ struct Pending {
 /// Everything a group is written to.
 pub(super) struct Targets {
     pub store: Store,
-    pub vectors: Arc<VectorIndex>,
+    pub vectors: Arc<dyn VectorStore>,
     pub fulltext: Arc<FullTextIndex>,
     /// Shared with deletions, so SQLite and both indexes change in the same order.
     pub write_lock: Arc<tokio::sync::Mutex<()>>,
@@ -247,7 +247,7 @@ fn write_group(t: &Targets, writes: &[SourceWrite]) -> Result<Vec<Result<Written
 
 /// One source inside the group's transaction.
 fn write_source(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &crate::store::Transaction<'_>,
     w: &SourceWrite,
     now: &str,
 ) -> Result<(Written, Option<Done>)> {

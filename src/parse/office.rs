@@ -1,6 +1,6 @@
 //! Office Open XML documents: DOCX, PPTX and XLSX (also macro-enabled `.xlsm` content).
-//! All three are ZIP packages read through one guarded reader (`zip_guard`, public so
-//! other ZIP inputs can share its limits); encrypted Office files (an OLE compound file
+//! All three are ZIP packages read through the guarded reader of `parse::archive`;
+//! encrypted Office files (an OLE compound file
 //! wrapping the encrypted package) are recognised and refused.
 
 mod blocks;
@@ -12,7 +12,6 @@ mod package;
 mod pptx;
 mod xlsx;
 mod xml;
-pub mod zip_guard;
 
 use super::{Block, BlockKind, ParseError, ParsedDocument};
 

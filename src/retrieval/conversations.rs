@@ -5,7 +5,6 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
 use parking_lot::Mutex;
 use tantivy::collector::{Count, TopDocs};
 use tantivy::query::{BooleanQuery, Occur, Query, QueryParser, TermQuery};
@@ -13,11 +12,9 @@ use tantivy::schema::{
     Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value as _, STORED, STRING,
 };
 use tantivy::snippet::SnippetGenerator;
-use tantivy::tokenizer::{
-    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
-};
-use tantivy::{doc, Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+use tantivy::{doc, Index, IndexReader, IndexWriter, TantivyDocument, Term};
 
+use super::tantivy_index::{self, Layout};
 use super::OnDisk;
 
 const DIR: &str = "conversations_fulltext";
@@ -25,17 +22,6 @@ const WRITER_HEAP: usize = 16 * 1024 * 1024;
 const ANALYZER: &str = "ragd_conv_en";
 /// Longest snippet, in characters.
 const SNIPPET_CHARS: usize = 160;
-
-fn analyzer() -> TextAnalyzer {
-    let mut b = TextAnalyzer::builder(SimpleTokenizer::default())
-        .filter(RemoveLongFilter::limit(40))
-        .filter(LowerCaser)
-        .dynamic();
-    if let Some(stop) = StopWordFilter::new(Language::English) {
-        b = b.filter_dynamic(stop);
-    }
-    b.filter_dynamic(Stemmer::new(Language::English)).build()
-}
 
 struct Fields {
     /// `c:<conversation id>` for a title, `m:<message id>` for a message.
@@ -125,58 +111,26 @@ impl ConversationIndex {
     /// Opens the index under `data_dir`, or creates an empty one when it is missing or
     /// unreadable (the caller then rebuilds it from the store).
     pub fn open(data_dir: &Path) -> anyhow::Result<(Self, OnDisk)> {
-        let dir = data_dir.join(DIR);
-        match Self::open_existing(&dir) {
-            Ok(Some(found)) => return Ok(found),
-            Ok(None) => {}
-            Err(e) => tracing::warn!(
-                error = %format!("{e:#}"),
-                "conversation index unreadable; it will be rebuilt"
-            ),
-        }
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
-        }
-        std::fs::create_dir_all(&dir)?;
-        let index =
-            Index::create_in_dir(&dir, schema().0).context("creating conversation index")?;
-        let empty = OnDisk {
-            generation: None,
-            count: 0,
+        let (schema, fields) = schema();
+        let layout = Layout {
+            dir: DIR,
+            what: "conversation index",
+            schema,
+            analyzer: ANALYZER,
+            writer_heap: WRITER_HEAP,
         };
-        Ok((Self::from_index(dir, index)?, empty))
-    }
-
-    fn open_existing(dir: &Path) -> anyhow::Result<Option<(Self, OnDisk)>> {
-        if !dir.join("meta.json").exists() {
-            return Ok(None);
-        }
-        let index = Index::open_in_dir(dir)?;
-        anyhow::ensure!(index.schema() == schema().0, "schema differs");
-        let generation = index.load_metas()?.payload.and_then(|p| p.parse().ok());
-        let this = Self::from_index(dir.to_owned(), index)?;
-        let count = this.len();
-        Ok(Some((this, OnDisk { generation, count })))
-    }
-
-    fn from_index(dir: PathBuf, index: Index) -> anyhow::Result<Self> {
-        let (_, fields) = schema();
-        index.tokenizers().register(ANALYZER, analyzer());
-        let writer = index.writer_with_num_threads(1, WRITER_HEAP)?;
-        let reader = index
-            .reader_builder()
-            .reload_policy(ReloadPolicy::Manual)
-            .try_into()?;
-        Ok(Self {
-            dir,
+        let (o, on_disk) = tantivy_index::open(data_dir, &layout)?;
+        let this = Self {
+            dir: o.dir,
             fields,
-            reader,
+            reader: o.reader,
             writer: Mutex::new(Writer {
-                w: writer,
+                w: o.writer,
                 staged: None,
             }),
-            index,
-        })
+            index: o.index,
+        };
+        Ok((this, on_disk))
     }
 
     /// Directory of the index.
@@ -229,7 +183,7 @@ impl ConversationIndex {
         let Some(generation) = w.staged else {
             return Ok(false);
         };
-        Self::commit(&mut w.w, generation)?;
+        tantivy_index::commit(&mut w.w, generation)?;
         w.staged = None;
         drop(w);
         self.reader.reload()?;
@@ -248,18 +202,11 @@ impl ConversationIndex {
         Ok(())
     }
 
-    fn commit(w: &mut IndexWriter, generation: u64) -> anyhow::Result<()> {
-        let mut prepared = w.prepare_commit()?;
-        prepared.set_payload(&generation.to_string());
-        prepared.commit()?;
-        Ok(())
-    }
-
     /// Drops every document (before a rebuild) and commits.
     pub fn clear(&self, generation: u64) -> anyhow::Result<()> {
         let mut w = self.writer.lock();
         w.w.delete_all_documents()?;
-        Self::commit(&mut w.w, generation)?;
+        tantivy_index::commit(&mut w.w, generation)?;
         w.staged = None;
         drop(w);
         self.reader.reload()?;

@@ -3,7 +3,6 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
 use parking_lot::Mutex;
 use tantivy::collector::TopDocs;
 use tantivy::query::QueryParser;
@@ -11,28 +10,15 @@ use tantivy::schema::{
     Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value as _, FAST, INDEXED,
     STORED, STRING,
 };
-use tantivy::tokenizer::{
-    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
-};
-use tantivy::{doc, Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+use tantivy::{doc, Index, IndexReader, IndexWriter, TantivyDocument, Term};
 
+use super::tantivy_index::{self, Layout};
 use super::OnDisk;
 
 const DIR: &str = "fulltext";
 const WRITER_HEAP: usize = 32 * 1024 * 1024;
 /// Name of the text analyzer registered on the index.
 const ANALYZER: &str = "ragd_en";
-
-fn analyzer() -> TextAnalyzer {
-    let mut b = TextAnalyzer::builder(SimpleTokenizer::default())
-        .filter(RemoveLongFilter::limit(40))
-        .filter(LowerCaser)
-        .dynamic();
-    if let Some(stop) = StopWordFilter::new(Language::English) {
-        b = b.filter_dynamic(stop);
-    }
-    b.filter_dynamic(Stemmer::new(Language::English)).build()
-}
 
 struct Fields {
     key: Field,
@@ -82,56 +68,23 @@ impl FullTextIndex {
     /// Opens the index under `data_dir`, or creates an empty one when it is missing or
     /// unreadable (the caller then rebuilds it from the store).
     pub fn open(data_dir: &Path) -> anyhow::Result<(Self, OnDisk)> {
-        let dir = data_dir.join(DIR);
-        match Self::open_existing(&dir) {
-            Ok(Some(found)) => return Ok(found),
-            Ok(None) => {}
-            Err(e) => {
-                tracing::warn!(error = %format!("{e:#}"), "full-text index unreadable; it will be rebuilt")
-            }
-        }
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
-        }
-        std::fs::create_dir_all(&dir)?;
-        let (schema, _) = schema();
-        let index = Index::create_in_dir(&dir, schema).context("creating full-text index")?;
-        Ok((
-            Self::from_index(dir, index)?,
-            OnDisk {
-                generation: None,
-                count: 0,
-            },
-        ))
-    }
-
-    fn open_existing(dir: &Path) -> anyhow::Result<Option<(Self, OnDisk)>> {
-        if !dir.join("meta.json").exists() {
-            return Ok(None);
-        }
-        let index = Index::open_in_dir(dir)?;
-        anyhow::ensure!(index.schema() == schema().0, "schema differs");
-        let generation = index.load_metas()?.payload.and_then(|p| p.parse().ok());
-        let this = Self::from_index(dir.to_owned(), index)?;
-        let count = this.reader.searcher().num_docs();
-        Ok(Some((this, OnDisk { generation, count })))
-    }
-
-    fn from_index(dir: PathBuf, index: Index) -> anyhow::Result<Self> {
-        let (_, fields) = schema();
-        index.tokenizers().register(ANALYZER, analyzer());
-        let writer = index.writer_with_num_threads(1, WRITER_HEAP)?;
-        let reader = index
-            .reader_builder()
-            .reload_policy(ReloadPolicy::Manual)
-            .try_into()?;
-        Ok(Self {
-            dir,
+        let (schema, fields) = schema();
+        let layout = Layout {
+            dir: DIR,
+            what: "full-text index",
+            schema,
+            analyzer: ANALYZER,
+            writer_heap: WRITER_HEAP,
+        };
+        let (o, on_disk) = tantivy_index::open(data_dir, &layout)?;
+        let this = Self {
+            dir: o.dir,
             fields,
-            reader,
-            writer: Mutex::new(writer),
-            index,
-        })
+            reader: o.reader,
+            writer: Mutex::new(o.writer),
+            index: o.index,
+        };
+        Ok((this, on_disk))
     }
 
     /// Directory of the index.
@@ -167,7 +120,7 @@ impl FullTextIndex {
                 self.fields.text => d.text,
             ))?;
         }
-        Self::commit(&mut w, generation)?;
+        tantivy_index::commit(&mut w, generation)?;
         drop(w);
         self.reader.reload()?;
         Ok(())
@@ -177,16 +130,9 @@ impl FullTextIndex {
     pub fn clear(&self, generation: u64) -> anyhow::Result<()> {
         let mut w = self.writer.lock();
         w.delete_all_documents()?;
-        Self::commit(&mut w, generation)?;
+        tantivy_index::commit(&mut w, generation)?;
         drop(w);
         self.reader.reload()?;
-        Ok(())
-    }
-
-    fn commit(w: &mut IndexWriter, generation: u64) -> anyhow::Result<()> {
-        let mut prepared = w.prepare_commit()?;
-        prepared.set_payload(&generation.to_string());
-        prepared.commit()?;
         Ok(())
     }
 

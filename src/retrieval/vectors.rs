@@ -324,6 +324,45 @@ impl VectorIndex {
     }
 }
 
+impl super::VectorStore for VectorIndex {
+    fn dim(&self) -> usize {
+        VectorIndex::dim(self)
+    }
+
+    fn apply(
+        &self,
+        remove: &[u64],
+        upsert: &[(u64, &[f32])],
+        generation: u64,
+    ) -> anyhow::Result<()> {
+        VectorIndex::apply(self, remove, upsert, generation)
+    }
+
+    fn search(&self, query: &[f32], k: usize) -> anyhow::Result<Vec<Hit>> {
+        VectorIndex::search(self, query, k)
+    }
+
+    fn count(&self) -> u64 {
+        self.len() as u64
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    fn flush(&self) -> anyhow::Result<bool> {
+        self.save_if_dirty()
+    }
+
+    fn clear(&self) -> anyhow::Result<()> {
+        VectorIndex::clear(self)
+    }
+
+    fn location(&self) -> String {
+        self.path().display().to_string()
+    }
+}
+
 /// `n` deterministic pseudo-random unit vectors of `dim` dimensions (xorshift from
 /// `seed`): real points for benchmarks and tests of the index, with no model needed.
 pub fn pseudo_random_units(n: usize, dim: usize, seed: u64) -> Vec<Vec<f32>> {

@@ -59,15 +59,16 @@ impl TestServer {
     }
 
     /// Starts a server with `config` (its port is ignored: an ephemeral one is used).
-    pub async fn start_with(config: Config) -> Self {
+    pub async fn start_with(config: impl Into<ragd::AppStateBuilder>) -> Self {
         let _ = tracing_subscriber_init();
+        let builder = config.into();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let addr = listener.local_addr().unwrap();
-        let data_dir = config.data_dir.clone();
+        let data_dir = builder.config().data_dir.clone();
         let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(ragd::run(config, listener, async move {
+        let task = tokio::spawn(ragd::run(builder, listener, async move {
             let _ = rx.await;
         }));
         let base = format!("http://{addr}");
@@ -446,14 +447,17 @@ impl TestServer {
     /// Like [`start_with`](Self::start_with), also returning the running server's
     /// `AppState`, for tests that call services with no HTTP operation of their own (e.g.
     /// appending messages the way the chat engine does).
-    pub async fn start_with_state(config: Config) -> (Self, ragd::AppState) {
+    pub async fn start_with_state(
+        config: impl Into<ragd::AppStateBuilder>,
+    ) -> (Self, ragd::AppState) {
         let _ = tracing_subscriber_init();
+        let builder = config.into();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let addr = listener.local_addr().unwrap();
-        let data_dir = config.data_dir.clone();
-        let state = ragd::AppState::build(config).await.expect("build state");
+        let data_dir = builder.config().data_dir.clone();
+        let state = builder.build().await.expect("build state");
         let app = ragd::api::app(state.clone());
         let (tx, rx) = oneshot::channel::<()>();
         let served = state.clone();

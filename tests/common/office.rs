@@ -243,6 +243,21 @@ pub fn pptx() -> Vec<u8> {
 }
 
 pub fn xlsx() -> Vec<u8> {
+    package(&xlsx_parts())
+}
+
+/// A macro-enabled workbook: the workbook of [`xlsx`] with a VBA project part, whose
+/// macros are never run.
+pub fn xlsm() -> Vec<u8> {
+    let mut parts = xlsx_parts();
+    parts.push((
+        "xl/vbaProject.bin",
+        "Attribute VB_Name = \"Module1\"\nSub Boom()\nEnd Sub".to_owned(),
+    ));
+    package(&parts)
+}
+
+fn xlsx_parts() -> Vec<(&'static str, String)> {
     let workbook = format!(
         r#"<workbook xmlns="{S}" xmlns:r="{R}"><sheets><sheet name="Sales" sheetId="1" r:id="rId1"/><sheet name="Notes" sheetId="2" r:id="rId2"/></sheets></workbook>"#
     );
@@ -264,7 +279,7 @@ pub fn xlsx() -> Vec<u8> {
     let notes = format!(
         r#"<worksheet xmlns="{S}"><sheetData><row r="1"><c r="A1"><v>1.5</v></c><c r="B1" t="b"><v>1</v></c></row><row r="2"><c r="A2"><v>2</v></c><c r="B2" t="e"><v>#DIV/0!</v></c></row></sheetData></worksheet>"#
     );
-    package(&[
+    vec![
         (
             "_rels/.rels",
             rels(&[("rId1", "officeDocument", "xl/workbook.xml")]),
@@ -283,5 +298,5 @@ pub fn xlsx() -> Vec<u8> {
         ("xl/styles.xml", styles),
         ("xl/worksheets/sheet1.xml", sales),
         ("xl/worksheets/sheet2.xml", notes),
-    ])
+    ]
 }

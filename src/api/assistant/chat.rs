@@ -23,18 +23,10 @@ use super::params::Params;
 use crate::api::error::ApiError;
 use crate::api::kb::form::Form;
 use crate::api::sse;
-use crate::assistant::chat::{Attachment, ChatEvent, ChatReply, ChatRequest, ToolChoice};
+use crate::assistant::chat::attachments::MAX_ATTACHMENTS;
+use crate::assistant::chat::{ChatEvent, ChatReply, ChatRequest, ToolChoice};
 use crate::assistant::AssistantError;
-use crate::kb::parsing::ParseJob;
-use crate::parse::clean::CleanOptions;
-use crate::parse::TableMode;
 use crate::state::AppState;
-
-/// Most files on one multimodal message.
-const MAX_ATTACHMENTS: usize = 10;
-/// Most characters of text one attachment adds to the turn.
-const MAX_ATTACHMENT_CHARS: usize = 20_000;
-const IMAGE_EXTENSIONS: &[&str] = &[".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp"];
 
 /// Routes of this group.
 pub fn routes() -> Router<AppState> {
@@ -123,15 +115,12 @@ async fn chat_multimodal(
         ));
     }
     let conversation_id = Some(form.text("conversation_id", "")).filter(|c| !c.trim().is_empty());
-    let mut attachments = Vec::new();
-    for (key, file) in form.files {
-        if key != "files[]" && key != "files" && key != "file" {
-            return Err(AssistantError::BadRequest(format!(
-                "unexpected file field '{key}'; attach files as files[]"
-            )));
-        }
-        attachments.push(attachment(&state, file.name, file.bytes).await?);
-    }
+    let files = form
+        .files
+        .into_iter()
+        .map(|(field, f)| (field, f.name, f.bytes))
+        .collect();
+    let attachments = state.assistant.attachments(files).await?;
     let req = ChatRequest {
         user_message,
         conversation_id,
@@ -142,45 +131,6 @@ async fn chat_multimodal(
         attachments,
     };
     reply_envelope(state.assistant.chat(&limited.user, req, None).await?)
-}
-
-/// A file's text by the knowledge base's parsers (OCR on for scans and images).
-async fn attachment(
-    state: &AppState,
-    filename: String,
-    bytes: Vec<u8>,
-) -> Result<Attachment, AssistantError> {
-    let size = bytes.len() as u64;
-    let ext = crate::parse::extension_of(&filename);
-    let job = ParseJob {
-        filename: filename.clone(),
-        bytes,
-        enable_ocr: true,
-        table_mode: TableMode::Fast,
-        clean: CleanOptions {
-            remove_urls: false,
-            normalize_arabic: true,
-        },
-        describe_images: true,
-    };
-    let parsed = state.kb.parse_file(job, true, true, false).await?;
-    let text: String = parsed
-        .llm_ready
-        .chars()
-        .take(MAX_ATTACHMENT_CHARS)
-        .collect();
-    Ok(Attachment {
-        kind: if IMAGE_EXTENSIONS.contains(&ext.as_str()) {
-            "image"
-        } else {
-            "document"
-        }
-        .into(),
-        chars: text.chars().count(),
-        filename,
-        size,
-        text,
-    })
 }
 
 async fn stream_ai_response(

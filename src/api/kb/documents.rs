@@ -1,17 +1,17 @@
 //! `GET /documents` and `GET /documents/{doc_id}`.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::api::error::{ApiError, ErrorBody};
-use crate::api::extract::{check_range, ApiJson, ApiQuery};
+use crate::api::extract::{check_range, ApiJson, ApiPath, ApiQuery};
 use crate::kb::documents::{BatchDelete, DeleteOutcome, DocumentStats};
+use crate::kb::filter::MetadataFilter;
 use crate::kb::{Document, DocumentPage};
 use crate::state::AppState;
-use crate::store::chunks::MetaCond;
 
 /// Paging of `GET /documents`.
 #[derive(Deserialize, IntoParams)]
@@ -43,7 +43,7 @@ pub async fn list(
     responses((status = 200, body = Document), (status = 404, body = ErrorBody)))]
 pub async fn get_one(
     State(state): State<AppState>,
-    Path(doc_id): Path<String>,
+    ApiPath(doc_id): ApiPath<String>,
 ) -> Result<Json<Document>, ApiError> {
     Ok(Json(state.kb.document(doc_id).await?))
 }
@@ -54,7 +54,7 @@ pub async fn get_one(
     responses((status = 200, body = DeleteOutcome)))]
 pub async fn delete_one(
     State(state): State<AppState>,
-    Path(doc_id): Path<String>,
+    ApiPath(doc_id): ApiPath<String>,
 ) -> Result<Json<DeleteOutcome>, ApiError> {
     Ok(Json(state.kb.delete_document(doc_id).await?))
 }
@@ -133,56 +133,6 @@ pub struct ByFilterResult {
     pub deleted: u64,
 }
 
-fn conditions(filter: &Map<String, Value>) -> Result<Vec<MetaCond>, ApiError> {
-    if filter.is_empty() {
-        return Err(ApiError::bad_request(
-            "'where' must name at least one metadata key; it never means 'delete all'",
-        ));
-    }
-    let scalar = |k: &str, v: &Value| -> Result<Value, ApiError> {
-        match v {
-            Value::String(_) | Value::Number(_) | Value::Bool(_) => Ok(v.clone()),
-            _ => Err(ApiError::bad_request(format!(
-                "where.{k}: expected a string, number or boolean"
-            ))),
-        }
-    };
-    filter
-        .iter()
-        .map(|(k, v)| {
-            if k.is_empty()
-                || k.len() > 64
-                || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            {
-                return Err(ApiError::bad_request(format!(
-                    "where: '{k}' is not a metadata key"
-                )));
-            }
-            match v {
-                Value::Object(op) if op.len() == 1 && op.contains_key("$in") => match &op["$in"] {
-                    Value::Array(items) => Ok(MetaCond::In(
-                        k.clone(),
-                        items
-                            .iter()
-                            .map(|i| scalar(k, i))
-                            .collect::<Result<_, _>>()?,
-                    )),
-                    _ => Err(ApiError::bad_request(format!(
-                        "where.{k}.$in must be an array"
-                    ))),
-                },
-                Value::Object(op) if op.len() == 1 && op.contains_key("$ne") => {
-                    Ok(MetaCond::Ne(k.clone(), scalar(k, &op["$ne"])?))
-                }
-                Value::Object(_) => Err(ApiError::bad_request(format!(
-                    "where.{k}: operators are $in and $ne"
-                ))),
-                other => Ok(MetaCond::Eq(k.clone(), scalar(k, other)?)),
-            }
-        })
-        .collect()
-}
-
 /// Deletes every document whose metadata matches the filter.
 #[utoipa::path(post, path = "/api/v1/documents/delete/by-filter", tag = "documents", request_body = ByFilterRequest,
     responses((status = 200, body = ByFilterResult), (status = 400, body = ErrorBody)))]
@@ -190,8 +140,8 @@ pub async fn delete_by_filter(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<ByFilterRequest>,
 ) -> Result<Json<ByFilterResult>, ApiError> {
-    let conds = conditions(&req.filter)?;
-    let deleted = state.kb.delete_by_filter(conds).await?;
+    let filter = MetadataFilter::parse(&req.filter, "where")?;
+    let deleted = state.kb.delete_by_filter(filter).await?;
     Ok(Json(ByFilterResult {
         filter: req.filter,
         deleted,

@@ -21,7 +21,7 @@ use crate::api::sse;
 use crate::chunk::sections::{ChunkMode, Sizes};
 use crate::kb::parsing::{ParseEvent, ParseJob, ParseResult, SectionsResult};
 use crate::parse::clean::CleanOptions;
-use crate::parse::{TableMode, EXTENSIONS};
+use crate::parse::{TableMode, FORMATS};
 use crate::state::AppState;
 
 /// Bounds on chunk sizes, in words.
@@ -152,26 +152,13 @@ pub async fn parse(
 /// The formats `/parse` and `/upload` accept.
 #[utoipa::path(get, path = "/api/v1/parse/formats", tag = "parse", responses((status = 200, body = Formats)))]
 pub async fn formats() -> Json<Formats> {
-    let describe = |ext: &str| -> &'static str {
-        match ext {
-            ".pdf" => "PDF: text by page, headings, tables, images; OCR for scanned pages",
-            ".docx" => "Word document: headings, lists, tables, text boxes, headers and footers",
-            ".pptx" => "PowerPoint: slides, tables, speaker notes",
-            ".html" | ".htm" => "Web page: main content, headings, tables, lists",
-            ".md" | ".markdown" => "Markdown",
-            ".rst" => "reStructuredText",
-            ".txt" => "Plain text",
-            ".json" => "JSON data",
-            ".csv" => "Delimited text (delimiter and encoding detected)",
-            ".xlsx" => "Excel workbook: every sheet as a table",
-            _ => "Image: text by OCR",
-        }
+    let each = || {
+        FORMATS
+            .iter()
+            .flat_map(|f| f.extensions.iter().map(move |e| (*e, f.description)))
     };
-    let formats: Vec<String> = EXTENSIONS.iter().map(|(e, _)| e.to_string()).collect();
-    let descriptions = formats
-        .iter()
-        .map(|e| (e.clone(), describe(e).to_owned()))
-        .collect();
+    let formats = each().map(|(e, _)| e.to_owned()).collect();
+    let descriptions = each().map(|(e, d)| (e.to_owned(), d.to_owned())).collect();
     Json(Formats {
         formats,
         descriptions,

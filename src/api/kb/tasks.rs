@@ -1,13 +1,13 @@
 //! `/tasks`: list, read and cancel background tasks.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::Json;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
 use crate::api::error::{ApiError, ErrorBody};
-use crate::api::extract::{check_range, ApiQuery};
-use crate::jobs::{CancelResult, TaskList, TaskView};
+use crate::api::extract::{check_range, ApiPath, ApiQuery};
+use crate::jobs::{CancelResult, TaskList, TaskStatus, TaskView};
 use crate::state::AppState;
 
 /// Filters of `GET /tasks`.
@@ -21,8 +21,6 @@ pub struct TasksQuery {
     pub limit: Option<i64>,
 }
 
-const STATES: &[&str] = &["pending", "running", "completed", "failed", "cancelled"];
-
 /// Newest tasks first.
 #[utoipa::path(get, path = "/api/v1/tasks", tag = "tasks", params(TasksQuery),
     responses((status = 200, body = TaskList), (status = 400, body = ErrorBody)))]
@@ -31,15 +29,11 @@ pub async fn list(
     ApiQuery(q): ApiQuery<TasksQuery>,
 ) -> Result<Json<TaskList>, ApiError> {
     let limit = check_range("limit", q.limit.unwrap_or(50), 1, 200)? as u64;
-    let status = q.status.filter(|s| !s.is_empty());
-    if let Some(s) = &status {
-        if !STATES.contains(&s.as_str()) {
-            return Err(ApiError::bad_request(format!(
-                "status must be one of {}, got '{s}'",
-                STATES.join(", ")
-            )));
-        }
-    }
+    let status = q
+        .status
+        .filter(|s| !s.is_empty())
+        .map(|s| TaskStatus::parse(&s))
+        .transpose()?;
     Ok(Json(state.jobs.list(status, limit).await?))
 }
 
@@ -49,7 +43,7 @@ pub async fn list(
     responses((status = 200, body = TaskView), (status = 404, body = ErrorBody)))]
 pub async fn get_one(
     State(state): State<AppState>,
-    Path(task_id): Path<String>,
+    ApiPath(task_id): ApiPath<String>,
 ) -> Result<Json<TaskView>, ApiError> {
     Ok(Json(state.jobs.get(task_id).await?))
 }
@@ -60,7 +54,7 @@ pub async fn get_one(
     responses((status = 200, body = CancelResult), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn cancel(
     State(state): State<AppState>,
-    Path(task_id): Path<String>,
+    ApiPath(task_id): ApiPath<String>,
 ) -> Result<Json<CancelResult>, ApiError> {
     Ok(Json(state.jobs.cancel(task_id).await?))
 }

@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 use super::form::Form;
 use crate::api::error::{ApiError, ErrorBody};
 use crate::jobs::TaskAck;
-use crate::kb::bulk::{unzip, BulkResult, ZipLimits};
+use crate::kb::bulk::BulkResult;
 use crate::kb::ingest::FileUpload;
 use crate::kb::IngestionResult;
 use crate::state::AppState;
@@ -116,21 +116,7 @@ pub async fn upload_zip(
     let mut form = Form::read(multipart, state.config.max_upload_bytes, 1).await?;
     let file = form.one_file("file")?;
     let section = form.text("section", "uploaded");
-    let c = &state.config;
-    let limits = ZipLimits {
-        max_entries: c.max_zip_entries,
-        max_entry_bytes: c.max_upload_bytes,
-        max_total_bytes: c.max_zip_total_bytes,
-        max_ratio: 200,
-    };
-    let bytes = file.bytes;
-    let files = tokio::task::spawn_blocking(move || unzip(&bytes, limits))
-        .await
-        .map_err(|e| ApiError::from(crate::error::Error::from(e)))??;
-    if files.is_empty() {
-        return Err(ApiError::bad_request("the ZIP archive holds no files"));
-    }
-    Ok(Json(state.kb.ingest_many(files, section).await))
+    Ok(Json(state.kb.ingest_zip(file.bytes, section).await?))
 }
 
 fn form_section(s: &str) -> String {

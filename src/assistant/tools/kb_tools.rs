@@ -1,14 +1,14 @@
 //! What the knowledge-base tools run on the knowledge base and the task queue (their
 //! parameter types are in `kb_params`).
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::kb_params::*;
 use crate::assistant::{Assistant, AssistantError};
+use crate::kb::filter::MetadataFilter;
 use crate::kb::ingest::{IngestSource, SourceType};
 use crate::kb::query::QueryParams;
 use crate::kb::search::SearchParams;
-use crate::store::chunks::MetaCond;
 
 type Result<T> = std::result::Result<T, AssistantError>;
 
@@ -40,44 +40,6 @@ fn text_source_name(title: &str) -> String {
         name.push_str(".txt");
     }
     name
-}
-
-/// `where` as metadata conditions, by the rules of `/documents/delete/by-filter`.
-fn conditions(filter: &Map<String, Value>) -> Result<Vec<MetaCond>> {
-    let bad = |m: String| AssistantError::BadRequest(m);
-    let scalar = |k: &str, v: &Value| match v {
-        Value::String(_) | Value::Number(_) | Value::Bool(_) => Ok(v.clone()),
-        _ => Err(bad(format!(
-            "params.where.{k}: expected a string, number or boolean"
-        ))),
-    };
-    filter
-        .iter()
-        .map(|(k, v)| {
-            if k.is_empty()
-                || k.len() > 64
-                || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            {
-                return Err(bad(format!("params.where: '{k}' is not a metadata key")));
-            }
-            match v {
-                Value::Object(op) if op.len() == 1 && op.contains_key("$in") => match &op["$in"] {
-                    Value::Array(items) => Ok(MetaCond::In(
-                        k.clone(),
-                        items.iter().map(|i| scalar(k, i)).collect::<Result<_>>()?,
-                    )),
-                    _ => Err(bad(format!("params.where.{k}.$in must be an array"))),
-                },
-                Value::Object(op) if op.len() == 1 && op.contains_key("$ne") => {
-                    Ok(MetaCond::Ne(k.clone(), scalar(k, &op["$ne"])?))
-                }
-                Value::Object(_) => {
-                    Err(bad(format!("params.where.{k}: operators are $in and $ne")))
-                }
-                other => Ok(MetaCond::Eq(k.clone(), scalar(k, other)?)),
-            }
-        })
-        .collect()
 }
 
 impl Assistant {
@@ -127,7 +89,12 @@ impl Assistant {
     }
 
     pub(super) async fn tool_list_tasks(&self, p: ListTasks) -> Result<Value> {
-        to_value(self.jobs.list(p.status, p.limit).await?)
+        let status = p
+            .status
+            .filter(|s| !s.is_empty())
+            .map(|s| crate::jobs::TaskStatus::parse(&s))
+            .transpose()?;
+        to_value(self.jobs.list(status, p.limit).await?)
     }
 
     pub(super) async fn tool_get_task(&self, p: TaskId) -> Result<Value> {
@@ -173,8 +140,8 @@ impl Assistant {
     }
 
     pub(super) async fn tool_delete_by_filter(&self, p: ByFilter) -> Result<Value> {
-        let conds = conditions(&p.filter)?;
-        let deleted = self.kb.delete_by_filter(conds).await?;
+        let filter = MetadataFilter::parse(&p.filter, "params.where")?;
+        let deleted = self.kb.delete_by_filter(filter).await?;
         Ok(json!({ "where": p.filter, "deleted": deleted }))
     }
 }
@@ -187,19 +154,5 @@ mod tests {
     fn text_sources_get_safe_names() {
         assert_eq!(text_source_name("Q3 plan/notes"), "Q3 plan_notes.txt");
         assert_eq!(text_source_name("readme.md"), "readme.md");
-    }
-
-    #[test]
-    fn filters_follow_the_api_rules() {
-        let f = |v: Value| conditions(v.as_object().unwrap());
-        assert_eq!(
-            f(json!({"source": "a", "x": {"$in": [1]}, "y": {"$ne": true}}))
-                .unwrap()
-                .len(),
-            3
-        );
-        assert!(f(json!({"a.b": 1})).is_err());
-        assert!(f(json!({"a": {"$gt": 1}})).is_err());
-        assert!(f(json!({"a": [1]})).is_err());
     }
 }

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use super::xml::{self, Element};
-use super::zip_guard::{GuardedZip, ZipLimits};
+use crate::parse::archive::{GuardedZip, ZipLimits};
 use crate::parse::ParseError;
 
 /// Largest XML part turned into a tree (its tree takes a few times its size).

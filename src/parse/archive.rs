@@ -1,7 +1,8 @@
-//! A ZIP reader that treats the archive as hostile: caps on the number of entries, on
-//! each entry's and the whole archive's uncompressed size and on the compression ratio,
-//! all enforced on the bytes actually inflated (declared sizes can lie). Entry names
-//! are only ever used as map keys, never as file-system paths.
+//! The one ZIP reader: it treats the archive as hostile, with caps on the number of
+//! entries, on each entry's and the whole archive's uncompressed size and on the
+//! compression ratio, all enforced on the bytes actually inflated (declared sizes can
+//! lie). Entry names are only ever used as map keys or reduced to file names, never as
+//! file-system paths. Office packages and archives of documents both read through it.
 
 use std::collections::HashMap;
 use std::io::{Cursor, Read};
@@ -108,6 +109,22 @@ impl<'a> GuardedZip<'a> {
             return Ok(None);
         };
         self.read_index(i).map(Some)
+    }
+
+    /// Number of entries (files and folders).
+    pub fn len(&self) -> usize {
+        self.archive.len()
+    }
+
+    /// Whether the archive lists no entry.
+    pub fn is_empty(&self) -> bool {
+        self.archive.len() == 0
+    }
+
+    /// Entry `i`'s name as stored in the archive, and whether it is a folder.
+    fn entry(&mut self, i: usize) -> Result<(String, bool), ParseError> {
+        let e = self.archive.by_index_raw(i).map_err(zip_error)?;
+        Ok((e.name().to_owned(), e.is_dir()))
     }
 
     /// Inflates every entry once, discarding the bytes: proves the whole archive is
@@ -239,4 +256,41 @@ fn zip_error(e: ZipError) -> ParseError {
 /// Entry names come from the file: keep them short and printable in messages.
 fn printable(name: &str) -> String {
     name.chars().filter(|c| !c.is_control()).take(120).collect()
+}
+
+/// The files of an archive of documents, reduced to their file names, in archive
+/// order: every entry is checked (count, names, declared and real sizes, ratio) and
+/// inflated before anything is returned, so a bad archive yields nothing. Folders,
+/// macOS resource forks (`__MACOSX/`, `._name`) are skipped; an entry whose path is
+/// absolute, climbs with `..`, names a drive or holds control characters refuses the
+/// whole archive.
+pub fn files(bytes: &[u8], limits: ZipLimits) -> Result<Vec<(String, Vec<u8>)>, ParseError> {
+    let mut zip = GuardedZip::open(bytes, limits)?;
+    let mut entries = Vec::with_capacity(zip.len());
+    for i in 0..zip.len() {
+        let (path, is_dir) = zip.entry(i)?;
+        let unsafe_path = path.starts_with(['/', '\\'])
+            || path.split(['/', '\\']).any(|p| p == "..")
+            || path.chars().nth(1) == Some(':')
+            || path.chars().any(char::is_control);
+        if unsafe_path {
+            return Err(ParseError::Invalid(format!(
+                "entry '{}' has an unsafe path",
+                path.escape_debug()
+            )));
+        }
+        if !is_dir {
+            entries.push((i, path));
+        }
+    }
+    let mut out = Vec::with_capacity(entries.len());
+    for (i, path) in entries {
+        let bytes = zip.read_index(i)?;
+        let name = path.rsplit(['/', '\\']).next().unwrap_or_default();
+        if path.starts_with("__MACOSX/") || name.starts_with("._") || name.is_empty() {
+            continue;
+        }
+        out.push((name.to_owned(), bytes));
+    }
+    Ok(out)
 }
