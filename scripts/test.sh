@@ -9,6 +9,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 scripts/check_layers.sh
 scripts/setup.sh
+# A one-off full build gains nothing from incremental caches, which would double the
+# target directory's size on disk (set CARGO_INCREMENTAL=1 to keep them).
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 status=0

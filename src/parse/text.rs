@@ -43,7 +43,7 @@ fn guess(bytes: &[u8]) -> &'static Encoding {
 
 /// UTF-32 code units, `None` if one is not a Unicode scalar value.
 fn utf32(bytes: &[u8], big_endian: bool) -> Option<String> {
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return None;
     }
     bytes
@@ -64,7 +64,7 @@ fn utf32(bytes: &[u8], big_endian: bool) -> Option<String> {
 /// one script, each unit's high byte is zero. `None` for anything else (binary data).
 fn without_bom(bytes: &[u8]) -> Option<String> {
     let units = |width: usize, check: &dyn Fn(&[u8]) -> bool| {
-        bytes.len() % width == 0
+        bytes.len().is_multiple_of(width)
             && bytes
                 .chunks_exact(width)
                 .all(|u| check(u) && u.iter().any(|&b| b != 0))
