@@ -369,3 +369,111 @@ fn damaged_or_foreign_files_are_load_errors() {
         }
     }
 }
+
+/// The stateless completion core (`ml::llm::completion`) on a real tiny model: text
+/// streams and adds up to the output; under `Required` the output is one call that
+/// parses against the tool's schema; history that does not fit the window is dropped,
+/// oldest first, and messages that alone do not fit are refused.
+#[tokio::test]
+async fn the_completion_core_streams_text_then_calls() {
+    use ragd::ml::llm::completion::{fit_prompt, Completion, CompletionEvent, CompletionRequest};
+    use ragd::ml::llm::tool_grammar::{CallMode, ToolGrammar};
+    use ragd::ml::llm::SharedGenerator;
+
+    let dir = tempfile::tempdir().unwrap();
+    let llm: SharedGenerator = Arc::new(handle(dir.path(), Arch::Qwen2, 4));
+    let params = |max_tokens| GenerationParams {
+        max_tokens,
+        temperature: 0.0,
+        ..GenerationParams::default()
+    };
+    let request = |tools, call_mode, max_tokens| CompletionRequest {
+        system: "Answer from the sources.".into(),
+        history: vec![
+            ChatMessage::new(Role::User, "hello"),
+            ChatMessage::new(Role::Assistant, "world"),
+        ],
+        messages: vec![ChatMessage::new(Role::User, "the data base")],
+        tools,
+        call_mode,
+        params: params(max_tokens),
+    };
+
+    let mut c = Completion::start(llm.clone(), request(None, CallMode::Auto, 12))
+        .await
+        .unwrap();
+    let mut streamed = String::new();
+    while let Some(event) = c.next().await.unwrap() {
+        match event {
+            CompletionEvent::Text(t) => streamed.push_str(&t),
+            CompletionEvent::Call(call) => panic!("a call without tools: {call:?}"),
+        }
+    }
+    assert_eq!(streamed, c.output());
+    assert_eq!(c.text(), c.output().trim());
+    let f = c.finished();
+    assert!(
+        f.prompt_tokens > 0 && (1..=12).contains(&f.completion_tokens),
+        "{f:?}"
+    );
+
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {"unit": {"type": "string", "enum": ["days"]}},
+        "required": ["unit"],
+        "additionalProperties": false
+    });
+    let grammar = ToolGrammar::new([("count_days", &schema)]);
+    let mut c = Completion::start(llm.clone(), request(Some(grammar), CallMode::Required, 256))
+        .await
+        .unwrap();
+    let mut events = Vec::new();
+    while let Some(event) = c.next().await.unwrap() {
+        events.push(event);
+    }
+    let calls: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            CompletionEvent::Call(c) => Some(c.clone()),
+            CompletionEvent::Text(t) => {
+                assert!(t.trim().is_empty(), "text beside a required call: {t:?}");
+                None
+            }
+        })
+        .collect();
+    assert_eq!(calls.len(), 1, "{events:?} from {:?}", c.output());
+    let call = calls[0].as_ref().expect("the call parses");
+    assert_eq!(call.name, "count_days");
+    assert_eq!(call.arguments, serde_json::json!({"unit": "days"}));
+
+    // 10 history messages of ~600 tokens each in a 4,096-token window.
+    let long = "hello world and the data base of it ".repeat(60);
+    let history: Vec<ChatMessage> = (0..10)
+        .map(|i| ChatMessage::new(Role::User, format!("{i} {long}")))
+        .collect();
+    let question = [ChatMessage::new(Role::User, "the data base")];
+    let (prompt, room) = fit_prompt(llm.as_ref(), "sys", &history, &question, 256).unwrap();
+    let Prompt::Chat(messages) = &prompt else {
+        panic!("a chat prompt")
+    };
+    let kept = &messages[1..messages.len() - 1];
+    assert!(
+        !kept.is_empty() && kept.len() < history.len(),
+        "{} kept",
+        kept.len()
+    );
+    assert_eq!(
+        kept,
+        &history[history.len() - kept.len()..],
+        "the newest are kept"
+    );
+    assert_eq!(messages[0].content, "sys");
+    assert_eq!(messages.last().unwrap().content, "the data base");
+    let total = llm.count_prompt_tokens(&prompt).unwrap();
+    assert!(room == 256 && total + room <= 4096, "{total} + {room}");
+    let too_long = [ChatMessage::new(Role::User, long.repeat(10))];
+    match fit_prompt(llm.as_ref(), "sys", &[], &too_long, 256) {
+        Err(MlError::InvalidInput(m)) => assert!(m.contains("window"), "{m}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}

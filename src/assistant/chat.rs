@@ -2,6 +2,7 @@
 //! passages, and runs the LLM in a bounded tool loop: the model's tool calls (constrained
 //! by the tools' schemas while they are written) are validated, then executed, proposed or
 //! held for confirmation by risk and `auto_execute_tools`, and their results fed back.
+//! Each round is one call of the stateless completion core (`ml::llm::completion`).
 //! Without an LLM the answer is the knowledge base's extractive one. Progress goes to an
 //! optional event sink (the SSE stream); a closed sink stops the generation.
 
@@ -22,18 +23,18 @@ use crate::kb::answer::GenerateAnswer;
 use crate::kb::grounding::Evidence;
 use crate::kb::query::{QueryParams, QuerySource};
 use crate::kb::search::SearchParams;
-use crate::ml::llm::tool_grammar::{
-    parse_calls, CallMode, ParsedCall, ToolCallFilter, ToolGrammar, OPEN,
-};
-use crate::ml::llm::{ChatMessage, GenerateRequest, Generation, Role, SharedGenerator};
+use crate::ml::llm::completion::{Completion, CompletionEvent, CompletionRequest};
+use crate::ml::llm::tool_grammar::{CallMode, ParsedCall, ToolGrammar, OPEN};
+use crate::ml::llm::{ChatMessage, GenerationParams, Role, SharedGenerator};
 use router::Decision;
 
 type Result<T> = std::result::Result<T, AssistantError>;
 
 /// Most model rounds in one turn (each may call tools).
 pub const MAX_ROUNDS: usize = 4;
-/// Passages retrieved for a turn.
-const TURN_PASSAGES: usize = 3;
+/// Passages retrieved for a turn: as many as `/query` answers from by default, so the
+/// chat's knowledge-base answers are the answers `/query` gives.
+const TURN_PASSAGES: usize = 5;
 /// Messages of history read for the prompt (the window decides how many are used).
 const HISTORY_MESSAGES: u64 = 40;
 /// Longest answer a request may ask for.
@@ -119,44 +120,6 @@ pub struct ChatReply {
     pub tokens_in: u64,
     #[serde(skip)]
     pub tokens_out: u64,
-}
-
-/// Emits text until a tool call opens, holding back what might be the opener's start.
-#[derive(Default)]
-struct ContentGate {
-    pending: String,
-    closed: bool,
-}
-
-impl ContentGate {
-    fn push(&mut self, piece: &str) -> String {
-        if self.closed {
-            return String::new();
-        }
-        self.pending.push_str(piece);
-        if let Some(p) = self.pending.find(OPEN) {
-            self.closed = true;
-            let out = self.pending[..p].to_owned();
-            self.pending.clear();
-            return out;
-        }
-        let keep = (1..OPEN.len())
-            .rev()
-            .find(|&n| self.pending.ends_with(&OPEN[..n]))
-            .unwrap_or(0);
-        let cut = self.pending.len() - keep;
-        let out = self.pending[..cut].to_owned();
-        self.pending.drain(..cut);
-        out
-    }
-
-    fn finish(&mut self) -> String {
-        if self.closed {
-            String::new()
-        } else {
-            std::mem::take(&mut self.pending)
-        }
-    }
 }
 
 async fn emit(sink: Option<&mpsc::Sender<ChatEvent>>, event: ChatEvent) -> Result<()> {
@@ -317,6 +280,7 @@ impl Assistant {
             relevance: evidence.as_ref().map_or(0.0, |e| e.relevance),
         };
         let mut kb_question = kb_answers;
+        let mut question = false;
         let (tools, first_mode): (Vec<ToolInfo>, CallMode) = match &req.tool_choice {
             ToolChoice::None => (Vec::new(), CallMode::Auto),
             ToolChoice::Required(name) => (
@@ -335,6 +299,7 @@ impl Assistant {
                     .await
                     .map_err(|e| AssistantError::from(crate::error::Error::from(e)))?;
                 kb_question = route.kb_question;
+                question = route.question;
                 let (names, mode) = match route.decision {
                     // A question for the knowledge base that no tool clearly fits.
                     Decision::Offer(_) | Decision::NoTool if route.kb_question => {
@@ -409,36 +374,57 @@ impl Assistant {
         let (mut tokens_in, mut tokens_out) = (0u64, 0u64);
         let mut response = String::new();
         let mut kb_answer: Option<Value> = None;
+        // A question with tools merely offered: if the model answers it without calling
+        // one, that answer comes from the small model's own "knowledge". Its first round
+        // is therefore held back, and a reply without a call is replaced by one grounded
+        // in the knowledge base (or the statement that its sources do not hold it).
+        let ground_if_no_call = question
+            && first_mode == CallMode::Auto
+            && !tools.is_empty()
+            && evidence.is_some()
+            && req.attachments.is_empty();
         for round in 0..MAX_ROUNDS {
-            let (prompt, room) = {
-                let llm = llm.clone();
-                let (system, history, turn) = (system.clone(), history.clone(), turn.clone());
-                tokio::task::spawn_blocking(move || {
-                    prompt::build(llm.as_ref(), &system, &history, &turn, max_tokens)
-                })
-                .await
-                .map_err(|e| AssistantError::Internal(e.into()))?
-                .map_err(AssistantError::BadRequest)?
-            };
-            let mut request = GenerateRequest::new(prompt);
-            request.params.max_tokens = room;
-            request.params.temperature = self.config.llm_temperature;
-            if let Some(g) = &grammar {
-                let mode = if round == 0 {
+            let request = CompletionRequest {
+                system: system.clone(),
+                history: history.clone(),
+                messages: turn.clone(),
+                tools: grammar.clone(),
+                call_mode: if round == 0 {
                     first_mode
                 } else {
                     CallMode::Auto
-                };
-                request.filter = Some(Box::new(ToolCallFilter::new(g.clone(), mode)));
-            }
-            let output = self
-                .generate_round(llm.as_ref(), request, sink, &mut tokens_in, &mut tokens_out)
-                .await?;
-            let (text, mut calls) = if grammar.is_some() {
-                parse_calls(&output)
-            } else {
-                (output.trim().to_owned(), Vec::new())
+                },
+                params: GenerationParams {
+                    max_tokens,
+                    temperature: self.config.llm_temperature,
+                    ..Default::default()
+                },
             };
+            let held = round == 0 && ground_if_no_call;
+            let round_sink = if held { None } else { sink };
+            let (text, mut calls) = self
+                .generate_round(
+                    llm.clone(),
+                    request,
+                    round_sink,
+                    &mut tokens_in,
+                    &mut tokens_out,
+                )
+                .await?;
+            if held {
+                if let (true, Some(evidence)) = (calls.is_empty(), &evidence) {
+                    tracing::info!(
+                        "a question answered without the offered tools: answered from the knowledge base"
+                    );
+                    let mut reply = self.grounded_turn(message, &hits, evidence, sink).await?;
+                    reply.tokens_in += tokens_in;
+                    reply.tokens_out += tokens_out;
+                    return Ok(reply);
+                }
+                if !text.is_empty() {
+                    emit(sink, ChatEvent::Content(text.clone())).await?;
+                }
+            }
             if let (0, Some(f)) = (round, &fallback) {
                 for c in calls.iter_mut().filter(|c| c.is_err()) {
                     tracing::info!(error = ?c, tool = %f.name, "the model's call did not parse; the arguments read from the message stand in");
@@ -603,34 +589,29 @@ impl Assistant {
         })
     }
 
-    /// One generation; its text before any tool call is streamed as content.
+    /// One round through the completion core: its text is streamed as content as it
+    /// comes; returns the text (trimmed, calls removed) and the calls.
     async fn generate_round(
         &self,
-        llm: &dyn crate::ml::llm::Generator,
-        request: GenerateRequest,
+        llm: SharedGenerator,
+        request: CompletionRequest,
         sink: Option<&mpsc::Sender<ChatEvent>>,
         tokens_in: &mut u64,
         tokens_out: &mut u64,
-    ) -> Result<String> {
+    ) -> Result<(String, Vec<std::result::Result<ParsedCall, String>>)> {
         let ml = |e: crate::ml::MlError| AssistantError::from(crate::error::Error::from(e));
-        let mut generation = Generation::start(llm, request).map_err(ml)?;
-        let mut gate = ContentGate::default();
-        let mut output = String::new();
-        while let Some(piece) = generation.next_text().await.map_err(ml)? {
-            output.push_str(&piece);
-            let shown = gate.push(&piece);
-            if !shown.is_empty() {
-                emit(sink, ChatEvent::Content(shown)).await?;
+        let mut completion = Completion::start(llm, request).await.map_err(ml)?;
+        let mut calls = Vec::new();
+        while let Some(event) = completion.next().await.map_err(ml)? {
+            match event {
+                CompletionEvent::Text(t) => emit(sink, ChatEvent::Content(t)).await?,
+                CompletionEvent::Call(c) => calls.push(c),
             }
         }
-        let f = generation.finished();
+        let f = completion.finished();
         *tokens_in += f.prompt_tokens as u64;
         *tokens_out += f.completion_tokens as u64;
-        let rest = gate.finish();
-        if !rest.is_empty() {
-            emit(sink, ChatEvent::Content(rest)).await?;
-        }
-        Ok(output)
+        Ok((completion.text().to_owned(), calls))
     }
 
     /// Validates a parsed call, then runs, proposes or holds it.
@@ -763,24 +744,4 @@ fn summary_of(records: &[ToolCallRecord]) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_gate_streams_text_and_hides_the_call() {
-        let mut g = ContentGate::default();
-        let mut shown = String::new();
-        for piece in ["Let me ", "check <to", "ol_call>{\"name\"", ": \"x\"}"] {
-            shown.push_str(&g.push(piece));
-        }
-        shown.push_str(&g.finish());
-        assert_eq!(shown, "Let me check ");
-        let mut g = ContentGate::default();
-        assert_eq!(g.push("a <b"), "a <b");
-        assert_eq!(g.push(" <"), " ");
-        assert_eq!(g.finish(), "<");
-    }
 }

@@ -22,6 +22,7 @@
 //! default), so the LLM never competes with the embedder's rayon pool. With candle (GPU
 //! builds) the worker runs each forward pass in a rayon pool of its own.
 
+pub mod completion;
 pub mod cpu;
 pub mod detok;
 pub mod engine;

@@ -8,15 +8,11 @@ use serde_json::Value;
 
 use crate::assistant::tools::ToolInfo;
 use crate::ml::llm::tool_grammar::{CLOSE, OPEN};
-use crate::ml::llm::{ChatMessage, Generator, Prompt, Role};
 
 /// The assistant's default instructions.
 pub const DEFAULT_SYSTEM_PROMPT: &str = "You are ragd, a helpful assistant that runs \
 entirely on the user's own machine. Answer clearly and briefly. Do not invent facts, \
 dates, times or numbers.";
-
-/// Tokens kept free beside the counted prompt.
-const SAFETY_TOKENS: usize = 16;
 
 /// The system message: the caller's instructions or ours, the same every turn.
 pub fn system_message(instructions: Option<&str>) -> String {
@@ -61,46 +57,6 @@ pub fn turn_message(message: &str, tools: &[ToolInfo], attachments: &str) -> Str
     s.push_str("Message: ");
     s.push_str(message);
     s
-}
-
-/// The whole prompt: system, the newest history that fits, and the turn's messages
-/// (the user's message, then any tool rounds of this turn). Returns the prompt and the
-/// answer's room in tokens.
-pub fn build(
-    llm: &dyn Generator,
-    system: &str,
-    history: &[ChatMessage],
-    turn: &[ChatMessage],
-    max_tokens: usize,
-) -> Result<(Prompt, usize), String> {
-    let window = llm.info().context_length;
-    let mut fixed = vec![ChatMessage::new(Role::System, system)];
-    fixed.extend(turn.iter().cloned());
-    let base = llm
-        .count_prompt_tokens(&Prompt::Chat(fixed.clone()))
-        .map_err(|e| e.to_string())?
-        + SAFETY_TOKENS;
-    if base + 1 >= window {
-        return Err(format!(
-            "the message, instructions and tools are {base} tokens; the model's window is {window}"
-        ));
-    }
-    let max_tokens = max_tokens.min((window - base) / 2).max(1);
-    let mut budget = window - base - max_tokens;
-    let mut kept: Vec<ChatMessage> = Vec::new();
-    for m in history.iter().rev() {
-        let cost = llm.count_tokens(&m.content) + 8;
-        if cost > budget {
-            break;
-        }
-        budget -= cost;
-        kept.push(m.clone());
-    }
-    kept.reverse();
-    let mut messages = vec![fixed.remove(0)];
-    messages.extend(kept);
-    messages.extend(fixed);
-    Ok((Prompt::Chat(messages), max_tokens))
 }
 
 #[cfg(test)]

@@ -64,6 +64,8 @@ pub struct Route {
     /// A question the knowledge base's passages hold, or are near: unless a tool is
     /// called, it is answered from them (or they say they do not hold it).
     pub kb_question: bool,
+    /// The message asks something (a question mark, or a leading question word).
+    pub question: bool,
 }
 
 /// Ranks tools against messages (see the module docs).
@@ -166,6 +168,7 @@ impl ToolRouter {
             decision,
             scores,
             kb_question,
+            question: cues.question,
         })
     }
 }
@@ -261,7 +264,7 @@ const TIME_WORDS: &[&str] = &["الساعه", "الوقت", "التاريخ", "�
 const THANKS_WORDS: &[&str] = &["شكرا", "مرحبا", "اهلا"];
 const CONVERSATION_WORDS: &[&str] = &["conversation", "conversations", "chat", "chats"];
 const SETTING_WORDS: &[&str] = &["setting", "settings"];
-const NOTE_WORDS: &[&str] = &["save", "store", "remember", "note", "titled"];
+const NOTE_WORDS: &[&str] = &["save", "store", "remember", "titled"];
 const QUESTION_WORDS: &[&str] = &[
     "what", "who", "when", "where", "which", "how", "why", "is", "are", "can", "do", "does", "may",
     "must", "should", "هل", "ما", "ماذا", "متي", "كم", "كيف", "اين", "من",
@@ -280,6 +283,8 @@ impl Cues {
             .chars()
             .any(|c| matches!(c, '+' | '*' | '/' | '^' | '%' | '×' | '÷' | '='))
             || message.contains(" - ");
+        let question = message.trim_end().ends_with(['?', '؟'])
+            || words.first().is_some_and(|w| QUESTION_WORDS.contains(w));
         Self {
             url: message.contains("http://") || message.contains("https://"),
             arithmetic: digits > 0 && (operators || has(MATH_WORDS)),
@@ -291,9 +296,10 @@ impl Cues {
             task: has(&["task", "job"]),
             conversations: has(CONVERSATION_WORDS),
             setting: has(SETTING_WORDS),
-            note: has(NOTE_WORDS),
-            question: message.trim_end().ends_with(['?', '؟'])
-                || words.first().is_some_and(|w| QUESTION_WORDS.contains(w)),
+            // "note" is a verb to save something in "note that ...", a noun in a
+            // question ("when do I need a doctor's note?").
+            note: has(NOTE_WORDS) || (has(&["note"]) && !question),
+            question,
         }
     }
 
@@ -419,5 +425,8 @@ mod tests {
         assert!(g.adjust("get_document") > g.adjust("list_documents"));
         let t = Cues::of("is task 56f1d75d-e023-41ce-a12a-3142c3b2fd4c done");
         assert!(t.adjust("get_task") > t.adjust("get_document"));
+        assert!(Cues::of("Note that the door code changes on Monday").note);
+        let n = Cues::of("When do I need a doctor's note if I am sick?");
+        assert!(n.question && !n.note && n.adjust("upload_text") == 0.0);
     }
 }

@@ -1,0 +1,245 @@
+//! The stateless completion core: messages, tools and sampling parameters in; a stream of
+//! text and tool calls out. It knows nothing of users, conversations or what a tool
+//! does, so any endpoint can use it: the assistant's chat turn runs each of its rounds
+//! through it (`assistant::chat`), and an OpenAI-style completion endpoint would map its
+//! request onto a [`CompletionRequest`] and [`CompletionEvent`]s onto its stream.
+//!
+//! The prompt is laid out for the engine's prompt cache: the system message, then the
+//! newest history that fits the model's window, then the request's own messages, which
+//! always stay. Text streams until a tool call opens (what might be the start of the
+//! opener is held back until it is known not to be); the calls follow once the
+//! generation ends, parsed (a call the model could not finish is an `Err`).
+
+use std::collections::VecDeque;
+
+use super::generator::{Finished, Generation, SharedGenerator};
+use super::tool_grammar::{parse_calls, CallMode, ParsedCall, ToolCallFilter, ToolGrammar, OPEN};
+use super::{ChatMessage, GenerateRequest, GenerationParams, Generator, Prompt, Role};
+use crate::ml::MlError;
+
+/// Tokens kept free beside the counted prompt.
+const SAFETY_TOKENS: usize = 16;
+
+/// One completion.
+#[derive(Debug, Clone)]
+pub struct CompletionRequest {
+    /// The system message.
+    pub system: String,
+    /// Earlier messages: the newest that fit the window are kept, oldest dropped first.
+    pub history: Vec<ChatMessage>,
+    /// This request's messages, always in the prompt (too long for the window is an
+    /// `InvalidInput` error).
+    pub messages: Vec<ChatMessage>,
+    /// The tools a call may name, with their argument schemas; `None` for text only.
+    pub tools: Option<ToolGrammar>,
+    /// Whether the output may be text (`Auto`) or must be one call (`Required`).
+    pub call_mode: CallMode,
+    /// Sampling and stopping; `max_tokens` is lowered to what the window holds.
+    pub params: GenerationParams,
+}
+
+/// What a completion streams.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CompletionEvent {
+    /// Text for the reader (never part of a tool call).
+    Text(String),
+    /// A tool call, after the text; `Err` when the model's call does not parse.
+    Call(Result<ParsedCall, String>),
+}
+
+/// A running completion, read event by event. Dropping it stops the model.
+pub struct Completion {
+    generation: Generation,
+    tools: bool,
+    gate: ContentGate,
+    output: String,
+    text: String,
+    calls: VecDeque<Result<ParsedCall, String>>,
+    ended: bool,
+}
+
+impl Completion {
+    /// Lays out the prompt (off the async runtime's threads: it tokenizes) and starts the
+    /// generation.
+    pub async fn start(llm: SharedGenerator, request: CompletionRequest) -> Result<Self, MlError> {
+        let CompletionRequest {
+            system,
+            history,
+            messages,
+            tools,
+            call_mode,
+            mut params,
+        } = request;
+        let (prompt, room) = {
+            let llm = llm.clone();
+            let max_tokens = params.max_tokens;
+            tokio::task::spawn_blocking(move || {
+                fit_prompt(llm.as_ref(), &system, &history, &messages, max_tokens)
+            })
+            .await
+            .map_err(|e| MlError::Inference(format!("prompt layout stopped: {e}")))??
+        };
+        params.max_tokens = room;
+        let mut generate = GenerateRequest::new(prompt);
+        generate.params = params;
+        generate.filter = tools
+            .clone()
+            .map(|g| Box::new(ToolCallFilter::new(g, call_mode)) as Box<_>);
+        Ok(Self {
+            generation: Generation::start(llm.as_ref(), generate)?,
+            tools: tools.is_some(),
+            gate: ContentGate::default(),
+            output: String::new(),
+            text: String::new(),
+            calls: VecDeque::new(),
+            ended: false,
+        })
+    }
+
+    /// The next event; `None` once the text and every call have been read.
+    pub async fn next(&mut self) -> Result<Option<CompletionEvent>, MlError> {
+        loop {
+            if self.ended {
+                return Ok(self.calls.pop_front().map(CompletionEvent::Call));
+            }
+            match self.generation.next_text().await? {
+                Some(piece) => {
+                    self.output.push_str(&piece);
+                    let shown = if self.tools {
+                        self.gate.push(&piece)
+                    } else {
+                        piece
+                    };
+                    if !shown.is_empty() {
+                        return Ok(Some(CompletionEvent::Text(shown)));
+                    }
+                }
+                None => {
+                    self.ended = true;
+                    let rest = self.gate.finish();
+                    let (text, calls) = if self.tools {
+                        parse_calls(&self.output)
+                    } else {
+                        (self.output.trim().to_owned(), Vec::new())
+                    };
+                    self.text = text;
+                    self.calls = calls.into();
+                    if self.tools && !rest.is_empty() {
+                        return Ok(Some(CompletionEvent::Text(rest)));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The text without its tool calls, trimmed (whole once [`Completion::next`] has
+    /// returned `None`).
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Everything the model wrote, calls included.
+    pub fn output(&self) -> &str {
+        &self.output
+    }
+
+    /// Token counts and why the generation ended (once it has).
+    pub fn finished(&self) -> Finished {
+        self.generation.finished()
+    }
+}
+
+/// The prompt: the system message, the newest `history` that fits, then `messages`.
+/// Returns it with the answer's room in tokens (`max_tokens`, lowered so that the
+/// answer has at most half of what the window has left).
+pub fn fit_prompt(
+    llm: &dyn Generator,
+    system: &str,
+    history: &[ChatMessage],
+    messages: &[ChatMessage],
+    max_tokens: usize,
+) -> Result<(Prompt, usize), MlError> {
+    let window = llm.info().context_length;
+    let mut fixed = vec![ChatMessage::new(Role::System, system)];
+    fixed.extend(messages.iter().cloned());
+    let base = llm.count_prompt_tokens(&Prompt::Chat(fixed.clone()))? + SAFETY_TOKENS;
+    if base + 1 >= window {
+        return Err(MlError::InvalidInput(format!(
+            "the message, instructions and tools are {base} tokens; the model's window is {window}"
+        )));
+    }
+    let max_tokens = max_tokens.min((window - base) / 2).max(1);
+    let mut budget = window - base - max_tokens;
+    let mut kept: Vec<ChatMessage> = Vec::new();
+    for m in history.iter().rev() {
+        let cost = llm.count_tokens(&m.content) + 8;
+        if cost > budget {
+            break;
+        }
+        budget -= cost;
+        kept.push(m.clone());
+    }
+    kept.reverse();
+    let mut prompt = vec![fixed.remove(0)];
+    prompt.extend(kept);
+    prompt.extend(fixed);
+    Ok((Prompt::Chat(prompt), max_tokens))
+}
+
+/// Passes text until a tool call opens, holding back what might be the opener's start.
+#[derive(Default)]
+struct ContentGate {
+    pending: String,
+    closed: bool,
+}
+
+impl ContentGate {
+    fn push(&mut self, piece: &str) -> String {
+        if self.closed {
+            return String::new();
+        }
+        self.pending.push_str(piece);
+        if let Some(p) = self.pending.find(OPEN) {
+            self.closed = true;
+            let out = self.pending[..p].to_owned();
+            self.pending.clear();
+            return out;
+        }
+        let keep = (1..OPEN.len())
+            .rev()
+            .find(|&n| self.pending.ends_with(&OPEN[..n]))
+            .unwrap_or(0);
+        let cut = self.pending.len() - keep;
+        let out = self.pending[..cut].to_owned();
+        self.pending.drain(..cut);
+        out
+    }
+
+    fn finish(&mut self) -> String {
+        if self.closed {
+            String::new()
+        } else {
+            std::mem::take(&mut self.pending)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gate_streams_text_and_hides_the_call() {
+        let mut g = ContentGate::default();
+        let mut shown = String::new();
+        for piece in ["Let me ", "check <to", "ol_call>{\"name\"", ": \"x\"}"] {
+            shown.push_str(&g.push(piece));
+        }
+        shown.push_str(&g.finish());
+        assert_eq!(shown, "Let me check ");
+        let mut g = ContentGate::default();
+        assert_eq!(g.push("a <b"), "a <b");
+        assert_eq!(g.push(" <"), " ");
+        assert_eq!(g.finish(), "<");
+    }
+}
