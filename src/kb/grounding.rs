@@ -28,8 +28,8 @@ use crate::error::Result;
 /// Share of a sentence's content terms a passage must hold for lexical support: at most
 /// a quarter of what it says may be words of its own.
 const MIN_OVERLAP: f32 = 0.75;
-/// With this much overlap, a close embedding is enough.
-const MIN_OVERLAP_WITH_SIMILARITY: f32 = 0.5;
+/// With this much overlap (most of what it says), a close embedding is enough.
+const MIN_OVERLAP_WITH_SIMILARITY: f32 = 0.6;
 /// Cosine between a sentence and a source sentence that counts as close.
 const CLOSE_SIMILARITY: f32 = 0.75;
 /// Cosine that counts as support with less overlap (a paraphrase).
@@ -271,11 +271,16 @@ fn check_one(sentence: &str, vector: &[f32], ev: &Evidence) -> SentenceCheck {
                 terms.iter().filter(|t| pt.contains(*t)).count() as f32 / terms.len() as f32;
         }
     }
+    // The source sentence closest to this one, and how close that is to the question.
+    let mut closest: Option<(f32, &SourceSentence)> = None;
     if !vector.is_empty() {
         for s in &ev.sentences {
             let c = cosine(vector, &s.vector);
             if c > similarity[s.passage] {
                 similarity[s.passage] = c;
+            }
+            if closest.is_none_or(|(best, _)| c > best) {
+                closest = Some((c, s));
             }
         }
     }
@@ -293,9 +298,14 @@ fn check_one(sentence: &str, vector: &[f32], ev: &Evidence) -> SentenceCheck {
     sources.truncate(2);
     // Numbers may be spread over the supporting passages; each must be in one of them.
     let supported = !refusal && !sources.is_empty() && missing_numbers.is_empty();
+    // On topic: the sentence bears on the question, and so does the source sentence it
+    // restates (a true fact from beside the point, with words of the question added to
+    // it, is not an answer).
+    let near = MIN_ON_TOPIC.max(ev.relevance - ON_TOPIC_MARGIN);
     let on_topic = vector.is_empty()
         || ev.question_vector.is_empty()
-        || cosine(vector, &ev.question_vector) >= MIN_ON_TOPIC.max(ev.relevance - ON_TOPIC_MARGIN);
+        || (cosine(vector, &ev.question_vector) >= near
+            && closest.is_none_or(|(_, s)| cosine(&s.vector, &ev.question_vector) >= near));
     SentenceCheck {
         text: sentence.to_owned(),
         supported,
@@ -376,6 +386,47 @@ mod tests {
         assert!(!invented.supported, "{invented:?}");
         let refusal = check_one("The sources do not say how long sick leave is.", &[], &ev);
         assert!(refusal.refusal && !refusal.supported);
+    }
+
+    #[test]
+    fn a_fact_from_beside_the_point_is_off_topic_even_in_the_question_words() {
+        let unit = |v: [f32; 3]| {
+            let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            v.iter().map(|x| x / n).collect::<Vec<f32>>()
+        };
+        let passages = [
+            "The core hours from 10:00 to 15:00 apply at home.",
+            "Passwords must be at least 12 characters long.",
+        ];
+        let mut ev = evidence(&passages);
+        ev.question_vector = unit([1.0, 0.0, 0.0]);
+        ev.sentences = vec![
+            SourceSentence {
+                passage: 0,
+                text: passages[0].into(),
+                vector: unit([0.6, 0.0, 0.8]),
+            },
+            SourceSentence {
+                passage: 1,
+                text: passages[1].into(),
+                vector: unit([0.0, 1.0, 0.0]),
+            },
+        ];
+        ev.relevance = 0.6;
+        // Close enough to the question itself (0.4), but a restatement of the password
+        // rule, which is nowhere near it.
+        let beside = check_one(
+            "Passwords must be at least 12 characters long for people working at home.",
+            &unit([0.4, 0.9165, 0.0]),
+            &ev,
+        );
+        assert!(beside.supported && !beside.on_topic, "{beside:?}");
+        let answer = check_one(
+            "The core hours from 10:00 to 15:00 apply at home.",
+            &unit([0.6, 0.0, 0.8]),
+            &ev,
+        );
+        assert!(answer.supported && answer.on_topic, "{answer:?}");
     }
 
     #[test]
