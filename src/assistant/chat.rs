@@ -35,6 +35,10 @@ pub const MAX_ROUNDS: usize = 4;
 /// Passages retrieved for a turn: as many as `/query` answers from by default, so the
 /// chat's knowledge-base answers are the answers `/query` gives.
 const TURN_PASSAGES: usize = 5;
+/// Longest tool result fed back to the model, in characters of its JSON (~400 tokens):
+/// a long listing would otherwise make the next round's prompt several times the first.
+/// The whole result stays in the reply's `tool_calls`.
+const MAX_FED_BACK_CHARS: usize = 1600;
 /// Messages of history read for the prompt (the window decides how many are used).
 const HISTORY_MESSAGES: u64 = 40;
 /// Longest answer a request may ask for.
@@ -460,7 +464,7 @@ impl Assistant {
                 fed_back.push(json!({
                     "tool_name": record.tool_name,
                     "success": record.status == "executed",
-                    "result": record.result,
+                    "result": fed_back_result(&record.result),
                     "error": record.error,
                 }));
                 records.push(record);
@@ -744,4 +748,40 @@ fn summary_of(records: &[ToolCallRecord]) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// A tool's result as fed back to the model: itself, or when its JSON is longer than
+/// [`MAX_FED_BACK_CHARS`], the start of that JSON and a note of what was left out.
+fn fed_back_result(result: &Value) -> Value {
+    let text = result.to_string();
+    if text.len() <= MAX_FED_BACK_CHARS {
+        return result.clone();
+    }
+    let mut cut = MAX_FED_BACK_CHARS;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    Value::String(format!(
+        "{} ... ({} more characters, left out)",
+        &text[..cut],
+        text.len() - cut
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_tool_results_are_cut_before_they_are_fed_back() {
+        let small = json!({"count": 2, "items": ["a", "b"]});
+        assert_eq!(fed_back_result(&small), small);
+        let items: Vec<String> = (0..500).map(|i| format!("دليل الموظف {i}")).collect();
+        let big = json!({ "items": items });
+        let cut = fed_back_result(&big);
+        let text = cut.as_str().unwrap();
+        assert!(text.starts_with("{\"items\":[\"دليل"), "{text}");
+        assert!(text.ends_with("more characters, left out)"), "{text}");
+        assert!(text.len() < MAX_FED_BACK_CHARS + 60);
+    }
 }
