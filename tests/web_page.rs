@@ -3,8 +3,9 @@
 //! blocked: sign in, onboarding, upload Markdown (dropped) and a PDF (chosen), duplicates
 //! and updates, the list of sources, a question with a citation that opens its passage,
 //! chat, a held high-risk tool call rejected and another confirmed, history search,
-//! settings, a phone-sized screen, sign out. Screenshots of each screen are written to
-//! `target/web-screenshots/`.
+//! settings, a phone-sized screen, sign out; then the same page on the default LLM (the
+//! real SmolLM2 file): a generated answer with a citation, a held deletion confirmed.
+//! Screenshots of each screen are written to `target/web-screenshots/`.
 
 mod common;
 
@@ -630,5 +631,82 @@ async fn a_chat_reply_that_calls_a_high_risk_tool_waits_for_confirmation() {
     .unwrap();
     let (_, stored) = server.get_json("/api/v1/documents/sources").await;
     assert_eq!(stored["count"], 0, "confirmed, it ran: {stored}");
+    server.stop().await;
+}
+
+/// The page on the server's default LLM, the real SmolLM2-135M-Instruct file: a question
+/// answered by the model with a citation that opens its passage, and a chat message
+/// whose high-risk call the router makes the model write, held until confirmed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_works_with_the_default_llm() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    create_user(&data, ADMIN.0, ADMIN.1, true).await;
+    let config = Config {
+        llm_model: Config::default().llm_model,
+        ..test_config(&data)
+    };
+    let server = TestServer::start_with(config).await;
+    for (name, body) in [
+        ("returns.md", POLICY_V1),
+        (
+            "old-notes.md",
+            "# Old notes\n\nThe pallets moved to bay four.\n",
+        ),
+    ] {
+        let (status, r) = server.upload(name, body.as_bytes()).await;
+        assert_eq!(status, 200, "{r}");
+    }
+
+    let (base, rt) = (server.base.clone(), Handle::current());
+    let client = server.client.clone();
+    tokio::task::spawn_blocking(move || {
+        let browser = Browser::launch();
+        let p = browser.page(1280, 860);
+        sign_in(&p, &base);
+
+        p.click("#top nav a[href='#/ask']");
+        p.type_into("#question", "Within how many days can a product be returned?");
+        p.press("Enter");
+        p.wait_for("#timing");
+        let answer = p.text("#answer-text");
+        assert!(answer.contains("30"), "{answer}");
+        p.screenshot("16-default-llm-ask");
+        p.click("#answer-text button.cite");
+        p.wait_for("#passage-text");
+        let passage = p.text("#passage");
+        assert!(passage.contains("returns.md"), "{passage}");
+        p.press("Escape");
+        p.wait("!document.querySelector('dialog')", "the passage to close");
+
+        p.click("#top nav a[href='#/chat']");
+        p.type_into("#chat-input", "Delete old-notes.md");
+        p.press("Enter");
+        let held = "#messages .message.assistant .tool[data-tool='delete_source'][data-status='pending_confirmation']";
+        p.wait_for(&format!("{held} button.confirm"));
+        assert!(p.text(held).contains("old-notes.md"));
+        let stored = rt.block_on(async {
+            client
+                .get(format!("{base}/api/v1/documents/sources"))
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        });
+        assert_eq!(stored["count"], 2, "held, not run: {stored}");
+        p.screenshot("17-default-llm-chat-held");
+        p.click(&format!("{held} button.confirm"));
+        p.wait_for("#messages .tool[data-tool='delete_source'][data-status='executed']");
+        let outside = browser.outside_requests(&base);
+        assert!(outside.is_empty(), "requests left the machine: {outside:?}");
+        let errors = browser.errors.lock().unwrap().clone();
+        assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
+    })
+    .await
+    .unwrap();
+    let (_, stored) = server.get_json("/api/v1/documents/sources").await;
+    assert_eq!(stored["count"], 1, "confirmed, it ran: {stored}");
     server.stop().await;
 }

@@ -234,6 +234,8 @@ struct Cues {
     delete: bool,
     filter: bool,
     id: bool,
+    /// A file name (of a format ragd reads).
+    file: bool,
     time: bool,
     thanks: bool,
     task: bool,
@@ -291,6 +293,7 @@ impl Cues {
             delete: has(DELETE_WORDS) || folded.contains("get rid of"),
             filter: has(FILTER_WORDS),
             id: words.iter().any(|w| looks_like_id(w)),
+            file: super::slots::file_name(message).is_some(),
             time: has(TIME_WORDS),
             thanks: has(THANKS_WORDS),
             task: has(&["task", "job"]),
@@ -314,6 +317,10 @@ impl Cues {
                 a += CUE;
             }
             if tool == "delete_document" && self.id {
+                a += CUE;
+            }
+            // A file name names a source.
+            if tool == "delete_source" && self.file && !self.id {
                 a += CUE;
             }
         } else if deleting {
@@ -426,6 +433,9 @@ mod tests {
         let t = Cues::of("is task 56f1d75d-e023-41ce-a12a-3142c3b2fd4c done");
         assert!(t.adjust("get_task") > t.adjust("get_document"));
         assert!(Cues::of("Note that the door code changes on Monday").note);
+        let s = Cues::of("Delete old-notes.md");
+        assert!(s.file && s.adjust("delete_source") > s.adjust("delete_by_filter"));
+        assert!(!Cues::of("delete the notes about version 1.2").file);
         let n = Cues::of("When do I need a doctor's note if I am sick?");
         assert!(n.question && !n.note && n.adjust("upload_text") == 0.0);
     }

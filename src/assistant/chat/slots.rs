@@ -85,15 +85,13 @@ fn id(message: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
-const EXTENSIONS: &[&str] = &[
-    "md", "txt", "pdf", "docx", "doc", "html", "htm", "csv", "xlsx", "xls", "pptx", "json", "rst",
-];
-
-fn file_name(message: &str) -> Option<String> {
+/// The first word of `message` that names a file of a format ragd reads (by the
+/// formats table of `parse`).
+pub(super) fn file_name(message: &str) -> Option<String> {
     tokens(message)
         .find(|w| {
-            w.rsplit_once('.').is_some_and(|(stem, ext)| {
-                !stem.is_empty() && EXTENSIONS.contains(&ext.to_lowercase().as_str())
+            w.rsplit_once('.').is_some_and(|(stem, _)| {
+                !stem.is_empty() && crate::parse::formats::Format::for_filename(w).is_ok()
             }) && !w.contains("://")
         })
         .map(str::to_owned)
