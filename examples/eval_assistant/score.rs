@@ -128,7 +128,8 @@ fn strip_citations(s: &str) -> (String, Vec<usize>) {
         let inside = &rest[open + 1..open + close];
         if let Ok(n) = inside.trim().parse::<usize>() {
             cited.push(n);
-            out.push_str(&rest[..open]);
+            // "days [1]." reads "days."
+            out.push_str(rest[..open].trim_end());
         } else {
             out.push_str(&rest[..open + close + 1]);
         }
