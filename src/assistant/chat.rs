@@ -369,6 +369,10 @@ impl Assistant {
             }
             _ => None,
         };
+        // For `ask_knowledge_base` that reading is the call: its one argument is the
+        // question, which the model, held to that value by the grammar, would only copy
+        // out token by token (~0.6 s with SmolLM2). Its optional `top_k` keeps its default.
+        let direct = fallback.clone().filter(|c| c.name == "ask_knowledge_base");
         let max_tokens = req.max_tokens.unwrap_or(self.config.llm_max_tokens);
         let mut turn = vec![ChatMessage::new(
             Role::User,
@@ -405,16 +409,16 @@ impl Assistant {
                 },
             };
             let held = round == 0 && ground_if_no_call;
-            let round_sink = if held { None } else { sink };
-            let (text, mut calls) = self
-                .generate_round(
-                    llm.clone(),
-                    request,
-                    round_sink,
-                    &mut tokens_in,
-                    &mut tokens_out,
-                )
-                .await?;
+            let (text, calls) = if let (0, Some(call)) = (round, &direct) {
+                tracing::info!(tool = %call.name, "the question is the call's argument: called without generating");
+                (String::new(), vec![Ok(call.clone())])
+            } else if held {
+                self.call_or_text(llm.clone(), request, &mut tokens_in, &mut tokens_out)
+                    .await?
+            } else {
+                self.generate_round(llm.clone(), request, sink, &mut tokens_in, &mut tokens_out)
+                    .await?
+            };
             if held {
                 if let (true, Some(evidence)) = (calls.is_empty(), &evidence) {
                     tracing::info!(
@@ -429,6 +433,7 @@ impl Assistant {
                     emit(sink, ChatEvent::Content(text.clone())).await?;
                 }
             }
+            let mut calls = calls;
             if let (0, Some(f)) = (round, &fallback) {
                 for c in calls.iter_mut().filter(|c| c.is_err()) {
                     tracing::info!(error = ?c, tool = %f.name, "the model's call did not parse; the arguments read from the message stand in");
@@ -554,7 +559,7 @@ impl Assistant {
     }
 
     /// A knowledge-base answer without a tool call: generated from `hits`, checked
-    /// sentence by sentence, sent as one piece.
+    /// sentence by sentence, each sentence sent as it passes.
     async fn grounded_turn(
         &self,
         message: &str,
@@ -562,20 +567,32 @@ impl Assistant {
         evidence: &Evidence,
         sink: Option<&mpsc::Sender<ChatEvent>>,
     ) -> Result<ChatReply> {
-        let generated = self
-            .kb
-            .generate_answer(GenerateAnswer {
-                question: message,
-                hits,
-                evidence,
-                temperature: None,
-                sink: None,
-            })
-            .await?;
-        let Some(g) = generated else {
+        // Each checked sentence is sent as content as soon as it passes, as `/query`
+        // streams them.
+        let (tx, mut rx) = mpsc::channel::<String>(16);
+        let generate = async move {
+            let tx = tx;
+            self.kb
+                .generate_answer(GenerateAnswer {
+                    question: message,
+                    hits,
+                    evidence,
+                    temperature: None,
+                    sink: Some(&tx),
+                })
+                .await
+        };
+        let forward = async {
+            while let Some(piece) = rx.recv().await {
+                emit(sink, ChatEvent::Content(piece)).await?;
+            }
+            Ok::<(), AssistantError>(())
+        };
+        let (generated, forwarded) = tokio::join!(generate, forward);
+        forwarded?;
+        let Some(g) = generated? else {
             return self.extractive_turn(message, sink).await;
         };
-        emit(sink, ChatEvent::Content(g.answer.clone())).await?;
         Ok(ChatReply {
             conversation_id: String::new(),
             message_id: String::new(),
@@ -609,6 +626,35 @@ impl Assistant {
         while let Some(event) = completion.next().await.map_err(ml)? {
             match event {
                 CompletionEvent::Text(t) => emit(sink, ChatEvent::Content(t)).await?,
+                CompletionEvent::Call(c) => calls.push(c),
+            }
+        }
+        let f = completion.finished();
+        *tokens_in += f.prompt_tokens as u64;
+        *tokens_out += f.completion_tokens as u64;
+        Ok((completion.text().to_owned(), calls))
+    }
+
+    /// A held round: whether the model opens with a tool call. Its first words of text
+    /// answer that (a model that calls a tool writes the call first), so the generation
+    /// stops there, its text unused: only a call is read to its end.
+    async fn call_or_text(
+        &self,
+        llm: SharedGenerator,
+        request: CompletionRequest,
+        tokens_in: &mut u64,
+        tokens_out: &mut u64,
+    ) -> Result<(String, Vec<std::result::Result<ParsedCall, String>>)> {
+        let ml = |e: crate::ml::MlError| AssistantError::from(crate::error::Error::from(e));
+        let mut completion = Completion::start(llm, request).await.map_err(ml)?;
+        let mut calls = Vec::new();
+        while let Some(event) = completion.next().await.map_err(ml)? {
+            match event {
+                CompletionEvent::Text(t) if t.trim().is_empty() => {}
+                CompletionEvent::Text(t) => {
+                    tracing::debug!(text = %t, "the model answered without a call");
+                    return Ok((t, Vec::new()));
+                }
                 CompletionEvent::Call(c) => calls.push(c),
             }
         }

@@ -201,16 +201,35 @@ impl KnowledgeBase {
         let mut generation = Generation::start(llm.as_ref(), request)?;
         let mut text = String::new();
         let mut checked = CheckedText::new(self, a.evidence);
+        let mut pieces = 0;
+        let mut drifted = false;
         while let Some(piece) = generation.next_text().await? {
+            pieces += 1;
             text.push_str(&piece);
             for shown in checked.push(&piece).await? {
                 send(a.sink, &shown).await?;
             }
+            if checked.drifted() {
+                tracing::info!(
+                    sentences = DRIFT_SENTENCES,
+                    "the answer left its sources; generation stopped"
+                );
+                drifted = true;
+                break;
+            }
         }
-        for shown in checked.finish().await? {
-            send(a.sink, &shown).await?;
+        if !drifted {
+            for shown in checked.finish().await? {
+                send(a.sink, &shown).await?;
+            }
         }
-        let f = generation.finished();
+        let mut f = generation.finished();
+        if drifted {
+            // Stopped before its end: what it generated is known, the prompt's count is not.
+            f.completion_tokens = pieces;
+            f.finish_reason = crate::ml::llm::FinishReason::Stop;
+        }
+        drop(generation);
         let (mut answer, checks) = checked.into_parts();
         let kind = if !answer.is_empty() {
             "answered"
@@ -301,6 +320,9 @@ pub fn extractive_sentences(evidence: &Evidence, n: usize, margin: f32) -> Strin
 
 /// An answer's text, checked sentence by sentence as it arrives: each complete sentence
 /// is checked against the evidence and, when supported, released with its citations.
+/// Failed sentences in a row after which a generated answer is stopped.
+const DRIFT_SENTENCES: usize = 4;
+
 pub struct CheckedText<'a> {
     kb: &'a KnowledgeBase,
     evidence: &'a Evidence,
@@ -371,6 +393,15 @@ impl<'a> CheckedText<'a> {
     }
 
     /// The kept sentences joined (the answer) and every check.
+    /// Whether the last [`DRIFT_SENTENCES`] sentences all failed the check: the model has
+    /// left its sources, and what it writes next would be dropped too.
+    pub fn drifted(&self) -> bool {
+        self.checks.len() >= DRIFT_SENTENCES
+            && self.checks[self.checks.len() - DRIFT_SENTENCES..]
+                .iter()
+                .all(|c| !(c.supported && c.on_topic))
+    }
+
     pub fn into_parts(self) -> (String, Vec<SentenceCheck>) {
         (self.kept.join(" "), self.checks)
     }
