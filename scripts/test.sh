@@ -15,7 +15,7 @@ export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 status=0
-cargo test --all-targets "$@" 2>&1 | tee "$log" || status=$?
+cargo test --all-targets --no-fail-fast "$@" 2>&1 | tee "$log" || status=$?
 if [ "$#" -eq 0 ]; then
   load=passed
   cargo build --quiet --bin ragd --example load_test &&
