@@ -94,6 +94,20 @@ fn sign_in(p: &Page, base: &str) {
     );
 }
 
+/// `/documents/sources` as the test's own client (no key configured) sees it.
+fn listed_sources(rt: &Handle, client: &reqwest::Client, base: &str) -> Value {
+    rt.block_on(async {
+        client
+            .get(format!("{base}/api/v1/documents/sources"))
+            .send()
+            .await
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap()
+    })
+}
+
 /// The knowledge base's sources as an API client with the key sees them.
 fn sources(rt: &Handle, client: &reqwest::Client, base: &str) -> Value {
     rt.block_on(async {
@@ -581,16 +595,7 @@ async fn a_chat_reply_that_calls_a_high_risk_tool_waits_for_confirmation() {
         p.wait_for(&format!("{held} button.confirm"));
         assert!(last_reply(&p).contains("I will remove that file."));
         assert!(p.text(held).contains("old-notes.md"));
-        let stored = rt.block_on(async {
-            client
-                .get(format!("{base}/api/v1/documents/sources"))
-                .send()
-                .await
-                .unwrap()
-                .json::<Value>()
-                .await
-                .unwrap()
-        });
+        let stored = listed_sources(&rt, &client, &base);
         assert_eq!(stored["count"], 1, "held, not run: {stored}");
         p.screenshot("14-chat-model-tool-call-held");
         p.click(&format!("{held} button.confirm"));
@@ -685,16 +690,7 @@ async fn the_page_works_with_the_default_llm() {
         let held = "#messages .message.assistant .tool[data-tool='delete_source'][data-status='pending_confirmation']";
         p.wait_for(&format!("{held} button.confirm"));
         assert!(p.text(held).contains("old-notes.md"));
-        let stored = rt.block_on(async {
-            client
-                .get(format!("{base}/api/v1/documents/sources"))
-                .send()
-                .await
-                .unwrap()
-                .json::<Value>()
-                .await
-                .unwrap()
-        });
+        let stored = listed_sources(&rt, &client, &base);
         assert_eq!(stored["count"], 2, "held, not run: {stored}");
         p.screenshot("17-default-llm-chat-held");
         p.click(&format!("{held} button.confirm"));

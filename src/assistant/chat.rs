@@ -8,6 +8,7 @@
 
 pub mod attachments;
 pub mod prompt;
+mod results;
 pub mod router;
 pub mod slots;
 
@@ -24,8 +25,9 @@ use crate::kb::grounding::Evidence;
 use crate::kb::query::{QueryParams, QuerySource};
 use crate::kb::search::SearchParams;
 use crate::ml::llm::completion::{Completion, CompletionEvent, CompletionRequest};
-use crate::ml::llm::tool_grammar::{CallMode, ParsedCall, ToolGrammar, OPEN};
+use crate::ml::llm::tool_grammar::{CallMode, ParsedCall, ToolGrammar};
 use crate::ml::llm::{ChatMessage, GenerationParams, Role, SharedGenerator};
+use results::{call_texts, fed_back_result, summary_of};
 use router::Decision;
 
 type Result<T> = std::result::Result<T, AssistantError>;
@@ -35,10 +37,6 @@ pub const MAX_ROUNDS: usize = 4;
 /// Passages retrieved for a turn: as many as `/query` answers from by default, so the
 /// chat's knowledge-base answers are the answers `/query` gives.
 const TURN_PASSAGES: usize = 5;
-/// Longest tool result fed back to the model, in characters of its JSON (~400 tokens):
-/// a long listing would otherwise make the next round's prompt several times the first.
-/// The whole result stays in the reply's `tool_calls`.
-const MAX_FED_BACK_CHARS: usize = 1600;
 /// Messages of history read for the prompt (the window decides how many are used).
 const HISTORY_MESSAGES: u64 = 40;
 /// Longest answer a request may ask for.
@@ -412,11 +410,9 @@ impl Assistant {
             let (text, calls) = if let (0, Some(call)) = (round, &direct) {
                 tracing::info!(tool = %call.name, "the question is the call's argument: called without generating");
                 (String::new(), vec![Ok(call.clone())])
-            } else if held {
-                self.call_or_text(llm.clone(), request, &mut tokens_in, &mut tokens_out)
-                    .await?
             } else {
-                self.generate_round(llm.clone(), request, sink, &mut tokens_in, &mut tokens_out)
+                let tokens = (&mut tokens_in, &mut tokens_out);
+                self.generate_round(llm.clone(), request, sink, held, tokens)
                     .await?
             };
             if held {
@@ -610,57 +606,36 @@ impl Assistant {
         })
     }
 
-    /// One round through the completion core: its text is streamed as content as it
-    /// comes; returns the text (trimmed, calls removed) and the calls.
+    /// One round through the completion core; returns the text (trimmed, calls removed)
+    /// and the calls. Its text is streamed as content as it comes, unless the round is
+    /// `held`: then only whether the model opens with a tool call matters. Its first
+    /// words of text answer that (a model that calls a tool writes the call first), so
+    /// the generation stops there, its text not shown; only a call is read to its end.
     async fn generate_round(
         &self,
         llm: SharedGenerator,
         request: CompletionRequest,
         sink: Option<&mpsc::Sender<ChatEvent>>,
-        tokens_in: &mut u64,
-        tokens_out: &mut u64,
+        held: bool,
+        tokens: (&mut u64, &mut u64),
     ) -> Result<(String, Vec<std::result::Result<ParsedCall, String>>)> {
         let ml = |e: crate::ml::MlError| AssistantError::from(crate::error::Error::from(e));
         let mut completion = Completion::start(llm, request).await.map_err(ml)?;
         let mut calls = Vec::new();
         while let Some(event) = completion.next().await.map_err(ml)? {
             match event {
+                CompletionEvent::Text(t) if held && t.trim().is_empty() => {}
+                CompletionEvent::Text(t) if held => {
+                    tracing::debug!(text = %t, "the model answered without a call");
+                    return Ok((t, Vec::new()));
+                }
                 CompletionEvent::Text(t) => emit(sink, ChatEvent::Content(t)).await?,
                 CompletionEvent::Call(c) => calls.push(c),
             }
         }
         let f = completion.finished();
-        *tokens_in += f.prompt_tokens as u64;
-        *tokens_out += f.completion_tokens as u64;
-        Ok((completion.text().to_owned(), calls))
-    }
-
-    /// A held round: whether the model opens with a tool call. Its first words of text
-    /// answer that (a model that calls a tool writes the call first), so the generation
-    /// stops there, its text unused: only a call is read to its end.
-    async fn call_or_text(
-        &self,
-        llm: SharedGenerator,
-        request: CompletionRequest,
-        tokens_in: &mut u64,
-        tokens_out: &mut u64,
-    ) -> Result<(String, Vec<std::result::Result<ParsedCall, String>>)> {
-        let ml = |e: crate::ml::MlError| AssistantError::from(crate::error::Error::from(e));
-        let mut completion = Completion::start(llm, request).await.map_err(ml)?;
-        let mut calls = Vec::new();
-        while let Some(event) = completion.next().await.map_err(ml)? {
-            match event {
-                CompletionEvent::Text(t) if t.trim().is_empty() => {}
-                CompletionEvent::Text(t) => {
-                    tracing::debug!(text = %t, "the model answered without a call");
-                    return Ok((t, Vec::new()));
-                }
-                CompletionEvent::Call(c) => calls.push(c),
-            }
-        }
-        let f = completion.finished();
-        *tokens_in += f.prompt_tokens as u64;
-        *tokens_out += f.completion_tokens as u64;
+        *tokens.0 += f.prompt_tokens as u64;
+        *tokens.1 += f.completion_tokens as u64;
         Ok((completion.text().to_owned(), calls))
     }
 
@@ -743,91 +718,5 @@ impl Assistant {
         tracing::info!(tool = %record.tool_name, status = %record.status, "tool call");
         emit(sink, ChatEvent::ToolResult(record.clone())).await?;
         Ok(record)
-    }
-}
-
-/// The calls of a round as the model wrote them (fed back as its own turn).
-fn call_texts(records: &[ToolCallRecord]) -> String {
-    records
-        .iter()
-        .map(|r| {
-            format!(
-                "{OPEN}{}{}",
-                json!({"name": r.tool_name, "arguments": r.params}),
-                crate::ml::llm::tool_grammar::CLOSE
-            )
-        })
-        .collect()
-}
-
-/// What the turn did, when the model wrote no text of its own.
-fn summary_of(records: &[ToolCallRecord]) -> String {
-    records
-        .iter()
-        .map(|r| match r.status.as_str() {
-            "pending_confirmation" => format!(
-                "{} needs your confirmation (action {}).",
-                r.tool_name,
-                r.action_id.as_deref().unwrap_or("")
-            ),
-            "proposed" => format!("Proposed: {} with {}.", r.tool_name, r.params),
-            "executed" => match r.tool_name.as_str() {
-                "get_current_datetime" => format!(
-                    "It is {} on {}, {} (UTC offset {} minutes).",
-                    r.result["time"].as_str().unwrap_or_default(),
-                    r.result["weekday"].as_str().unwrap_or_default(),
-                    r.result["date"].as_str().unwrap_or_default(),
-                    r.result["utc_offset_minutes"],
-                ),
-                "calculate" => format!(
-                    "{} = {}",
-                    r.params["expression"].as_str().unwrap_or_default(),
-                    r.result["result"]
-                ),
-                _ => format!("{} ran: {}", r.tool_name, r.result),
-            },
-            _ => format!(
-                "{} failed: {}",
-                r.tool_name,
-                r.error.as_deref().unwrap_or("unknown error")
-            ),
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// A tool's result as fed back to the model: itself, or when its JSON is longer than
-/// [`MAX_FED_BACK_CHARS`], the start of that JSON and a note of what was left out.
-fn fed_back_result(result: &Value) -> Value {
-    let text = result.to_string();
-    if text.len() <= MAX_FED_BACK_CHARS {
-        return result.clone();
-    }
-    let mut cut = MAX_FED_BACK_CHARS;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    Value::String(format!(
-        "{} ... ({} more characters, left out)",
-        &text[..cut],
-        text.len() - cut
-    ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn long_tool_results_are_cut_before_they_are_fed_back() {
-        let small = json!({"count": 2, "items": ["a", "b"]});
-        assert_eq!(fed_back_result(&small), small);
-        let items: Vec<String> = (0..500).map(|i| format!("دليل الموظف {i}")).collect();
-        let big = json!({ "items": items });
-        let cut = fed_back_result(&big);
-        let text = cut.as_str().unwrap();
-        assert!(text.starts_with("{\"items\":[\"دليل"), "{text}");
-        assert!(text.ends_with("more characters, left out)"), "{text}");
-        assert!(text.len() < MAX_FED_BACK_CHARS + 60);
     }
 }

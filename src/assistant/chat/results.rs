@@ -1,0 +1,99 @@
+//! What a turn says of its tool calls: the calls as the model sees them in the next
+//! round, their results fed back (cut when long), and the reply when the model wrote
+//! none.
+
+use serde_json::{json, Value};
+
+use super::ToolCallRecord;
+use crate::ml::llm::tool_grammar::OPEN;
+
+/// Longest tool result fed back to the model, in characters of its JSON (~400 tokens):
+/// a long listing would otherwise make the next round's prompt several times the first.
+/// The whole result stays in the reply's `tool_calls`.
+const MAX_FED_BACK_CHARS: usize = 1600;
+
+/// The calls of a round as the model wrote them (fed back as its own turn).
+pub(super) fn call_texts(records: &[ToolCallRecord]) -> String {
+    records
+        .iter()
+        .map(|r| {
+            format!(
+                "{OPEN}{}{}",
+                json!({"name": r.tool_name, "arguments": r.params}),
+                crate::ml::llm::tool_grammar::CLOSE
+            )
+        })
+        .collect()
+}
+
+/// What the turn did, when the model wrote no text of its own.
+pub(super) fn summary_of(records: &[ToolCallRecord]) -> String {
+    records
+        .iter()
+        .map(|r| match r.status.as_str() {
+            "pending_confirmation" => format!(
+                "{} needs your confirmation (action {}).",
+                r.tool_name,
+                r.action_id.as_deref().unwrap_or("")
+            ),
+            "proposed" => format!("Proposed: {} with {}.", r.tool_name, r.params),
+            "executed" => match r.tool_name.as_str() {
+                "get_current_datetime" => format!(
+                    "It is {} on {}, {} (UTC offset {} minutes).",
+                    r.result["time"].as_str().unwrap_or_default(),
+                    r.result["weekday"].as_str().unwrap_or_default(),
+                    r.result["date"].as_str().unwrap_or_default(),
+                    r.result["utc_offset_minutes"],
+                ),
+                "calculate" => format!(
+                    "{} = {}",
+                    r.params["expression"].as_str().unwrap_or_default(),
+                    r.result["result"]
+                ),
+                _ => format!("{} ran: {}", r.tool_name, r.result),
+            },
+            _ => format!(
+                "{} failed: {}",
+                r.tool_name,
+                r.error.as_deref().unwrap_or("unknown error")
+            ),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A tool's result as fed back to the model: itself, or when its JSON is longer than
+/// [`MAX_FED_BACK_CHARS`], the start of that JSON and a note of what was left out.
+pub(super) fn fed_back_result(result: &Value) -> Value {
+    let text = result.to_string();
+    if text.len() <= MAX_FED_BACK_CHARS {
+        return result.clone();
+    }
+    let mut cut = MAX_FED_BACK_CHARS;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    Value::String(format!(
+        "{} ... ({} more characters, left out)",
+        &text[..cut],
+        text.len() - cut
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_tool_results_are_cut_before_they_are_fed_back() {
+        let small = json!({"count": 2, "items": ["a", "b"]});
+        assert_eq!(fed_back_result(&small), small);
+        let items: Vec<String> = (0..500).map(|i| format!("دليل الموظف {i}")).collect();
+        let big = json!({ "items": items });
+        let cut = fed_back_result(&big);
+        let text = cut.as_str().unwrap();
+        assert!(text.starts_with("{\"items\":[\"دليل"), "{text}");
+        assert!(text.ends_with("more characters, left out)"), "{text}");
+        assert!(text.len() < MAX_FED_BACK_CHARS + 60);
+    }
+}
