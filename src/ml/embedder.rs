@@ -23,15 +23,17 @@ use super::{Embedder, MlError};
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
     /// The fastest this CPU offers within the accuracy bounds (cosine >= 0.999 to the
-    /// reference): bf16 products where the CPU has AVX-512 BF16, else f32.
+    /// reference): int8 where the CPU has AVX-512 VNNI, else bf16 products where it has
+    /// AVX-512 BF16, else f32.
     #[default]
     Auto,
     /// f32 everywhere: the exact reference path.
     F32,
     /// bf16 products (f32 on CPUs without them).
     Bf16,
-    /// int8 products: Q8_0 weights and activations (blocks of 32) on the LLM's quantized
-    /// kernels (AVX-512 VNNI or AVX2); bf16 or f32 where the CPU has neither.
+    /// int8 products: blocks of 64 inputs on AVX-512 VNNI; on other CPUs Q8_0 weights and
+    /// activations (blocks of 32) on the LLM's quantized kernels (AVX2); bf16 or f32
+    /// where the CPU has neither.
     Int8,
 }
 
@@ -145,7 +147,8 @@ impl BertEmbedder {
         Self::load_backend(dir, device, batch_size, precision, false)
     }
 
-    /// The arithmetic of the forward pass: `f32`, `bf16`, or `candle` (candle's pass).
+    /// The arithmetic of the forward pass: `f32`, `bf16`, `int8`, `q8_0`, or `candle`
+    /// (candle's pass).
     pub fn arithmetic(&self) -> &'static str {
         match &self.backend {
             Backend::Cpu(m) => m.arithmetic().name(),

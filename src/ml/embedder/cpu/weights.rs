@@ -13,6 +13,8 @@ use std::cell::RefCell;
 
 #[cfg(target_arch = "x86_64")]
 use super::bf16::PackedBf16;
+#[cfg(target_arch = "x86_64")]
+use super::int8::PackedI8;
 use super::matmul::{matmul, Mat, MatMut};
 use super::Arithmetic;
 use crate::ml::quant::{self, ActKind, Acts, PackedMatrix, Tier, WeightType};
@@ -30,6 +32,9 @@ pub(super) enum Matrix {
     /// Rounded to bf16 and packed.
     #[cfg(target_arch = "x86_64")]
     Bf16(PackedBf16),
+    /// Quantized to i8 in blocks of 64 inputs and packed.
+    #[cfg(target_arch = "x86_64")]
+    I8(PackedI8),
     /// Quantized to Q8_0 (blocks of 32 with one scale) for the int8 kernels of `tier`;
     /// activations are quantized the same way per token.
     Q8(PackedMatrix, Tier),
@@ -62,6 +67,8 @@ impl Linear {
             }
             #[cfg(target_arch = "x86_64")]
             Matrix::Bf16(w) => w.product(x, y, accumulate),
+            #[cfg(target_arch = "x86_64")]
+            Matrix::I8(w) => w.product(x, y, accumulate),
             Matrix::Q8(w, tier) => {
                 let rows = x.len() / self.inp;
                 Q8_SCRATCH.with(|cell| {
@@ -82,7 +89,7 @@ impl Linear {
     /// Converts the weights to `arithmetic` (which the caller checked this CPU runs).
     fn convert(&mut self, arithmetic: Arithmetic) {
         match (arithmetic, &self.weight) {
-            (Arithmetic::Int8(tier), Matrix::F32(w)) if self.inp.is_multiple_of(32) => {
+            (Arithmetic::Q8(tier), Matrix::F32(w)) if self.inp.is_multiple_of(32) => {
                 // Row-major `[out, inp]`, as the packed matrix takes it.
                 let mut t = vec![0.0f32; w.len()];
                 for k in 0..self.inp {
@@ -93,6 +100,15 @@ impl Linear {
                 match PackedMatrix::quantize(WeightType::Q8_0, self.out, self.inp, &t) {
                     Ok(p) => self.weight = Matrix::Q8(p, tier),
                     Err(e) => tracing::warn!(error = %e, "int8 weights refused; keeping f32"),
+                }
+            }
+            #[cfg(target_arch = "x86_64")]
+            (Arithmetic::Int8, Matrix::F32(w)) => {
+                // A width that is not a whole number of blocks: bf16 where the CPU has it.
+                if let Some(p) = PackedI8::pack(w, self.inp, self.out) {
+                    self.weight = Matrix::I8(p);
+                } else if let Some(p) = PackedBf16::pack(w, self.inp, self.out) {
+                    self.weight = Matrix::Bf16(p);
                 }
             }
             #[cfg(target_arch = "x86_64")]
