@@ -233,7 +233,7 @@ impl KnowledgeBase {
         let (mut answer, checks) = checked.into_parts();
         let kind = if !answer.is_empty() {
             "answered"
-        } else if a.evidence.relevance < grounding::STRONG {
+        } else if !a.evidence.strong() {
             answer = grounding::not_in_sources_reply(a.question);
             "not_in_sources"
         } else {

@@ -50,8 +50,8 @@ const MIN_RELEVANCE: f32 = 0.25;
 /// Share of the question's content terms the passages must hold between the two.
 const MIN_COVERAGE: f32 = 0.5;
 /// Relevance at which the sources' own sentences stand in for an answer whose every
-/// sentence was unsupported.
-pub const STRONG: f32 = 0.55;
+/// sentence was unsupported (see [`Evidence::strong`]).
+const STRONG: f32 = 0.55;
 
 /// A source sentence with its passage and embedding.
 struct SourceSentence {
@@ -90,6 +90,16 @@ impl Evidence {
         !self.sentences.is_empty()
             && (self.relevance >= RELEVANT
                 || (self.relevance >= MIN_RELEVANCE && self.coverage >= MIN_COVERAGE))
+    }
+
+    /// Whether the passages are strong enough for their own sentences to stand in for an
+    /// answer whose every sentence was unsupported: close to the question
+    /// ([`STRONG`]), or answerable and holding every content term of the question (then
+    /// a near miss of the cosine bound, which moves with the embedder's rounding, does
+    /// not turn an answer the sources hold into "the sources do not say").
+    pub fn strong(&self) -> bool {
+        self.relevance >= STRONG
+            || (self.relevance >= RELEVANT && self.coverage >= 1.0 && self.answerable())
     }
 
     /// Up to `n` source sentences closest to the question (those within `margin` of the
