@@ -318,11 +318,11 @@ pub fn extractive_sentences(evidence: &Evidence, n: usize, margin: f32) -> Strin
         .join(" ")
 }
 
-/// An answer's text, checked sentence by sentence as it arrives: each complete sentence
-/// is checked against the evidence and, when supported, released with its citations.
 /// Failed sentences in a row after which a generated answer is stopped.
 const DRIFT_SENTENCES: usize = 4;
 
+/// An answer's text, checked sentence by sentence as it arrives: each complete sentence
+/// is checked against the evidence and, when supported, released with its citations.
 pub struct CheckedText<'a> {
     kb: &'a KnowledgeBase,
     evidence: &'a Evidence,
@@ -392,7 +392,6 @@ impl<'a> CheckedText<'a> {
         Ok(shown)
     }
 
-    /// The kept sentences joined (the answer) and every check.
     /// Whether the last [`DRIFT_SENTENCES`] sentences all failed the check: the model has
     /// left its sources, and what it writes next would be dropped too.
     pub fn drifted(&self) -> bool {
@@ -402,6 +401,7 @@ impl<'a> CheckedText<'a> {
                 .all(|c| !(c.supported && c.on_topic))
     }
 
+    /// The kept sentences joined (the answer) and every check.
     pub fn into_parts(self) -> (String, Vec<SentenceCheck>) {
         (self.kept.join(" "), self.checks)
     }

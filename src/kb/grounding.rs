@@ -94,12 +94,12 @@ impl Evidence {
 
     /// Whether the passages are strong enough for their own sentences to stand in for an
     /// answer whose every sentence was unsupported: close to the question
-    /// ([`STRONG`]), or answerable and holding every content term of the question (then
+    /// ([`STRONG`]), or at the answerable bound ([`RELEVANT`]) and holding every content
+    /// term of the question (then
     /// a near miss of the cosine bound, which moves with the embedder's rounding, does
     /// not turn an answer the sources hold into "the sources do not say").
     pub fn strong(&self) -> bool {
-        self.relevance >= STRONG
-            || (self.relevance >= RELEVANT && self.coverage >= 1.0 && self.answerable())
+        self.relevance >= STRONG || (self.relevance >= RELEVANT && self.coverage >= 1.0)
     }
 
     /// Up to `n` source sentences closest to the question (those within `margin` of the

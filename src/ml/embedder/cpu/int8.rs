@@ -30,7 +30,7 @@ const NR: usize = 32;
 /// Activation rows per tile.
 const MR: usize = 6;
 /// Inputs per quantization block.
-pub(super) const BLOCK: usize = 64;
+const BLOCK: usize = 64;
 /// Groups of four inputs (one `vpdpbusd` lane's) per block.
 const QUADS: usize = BLOCK / 4;
 /// Blocks of a panel per pass over the tiles: 512 inputs, a 16 KiB slice.
@@ -70,9 +70,9 @@ pub(super) fn available() -> bool {
 
 /// One block of activations quantized: `x ≈ scale · (q − zero)`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) struct BlockScale {
-    pub scale: f32,
-    pub zero: i32,
+struct BlockScale {
+    scale: f32,
+    zero: i32,
 }
 
 /// Scale and zero point of a block whose values lie in `lo ..= hi`: the range is widened
@@ -98,7 +98,7 @@ fn block_scale(lo: f32, hi: f32) -> (BlockScale, f32) {
 #[cfg(test)]
 /// The scalar definition of the activations' rounding (the vector code matches it bit
 /// for bit): `q = clamp(round(x / scale) + zero, 0, 255)`, `x / scale` as `x · (1 / scale)`.
-pub(super) fn quantize_block(x: &[f32], q: &mut [u8]) -> BlockScale {
+fn quantize_block(x: &[f32], q: &mut [u8]) -> BlockScale {
     let lo = x.iter().copied().fold(f32::INFINITY, f32::min);
     let hi = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let (s, inv) = block_scale(lo, hi);
