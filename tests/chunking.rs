@@ -52,7 +52,18 @@ fn every_chunk_fits_and_no_text_is_lost() {
             &c.text[..c.text.len().min(80)]
         );
         assert!(!c.text.trim().is_empty());
+        // The chunker's ids are the ones the embedder would get from the text.
+        assert_eq!(
+            c.tokens,
+            counter.encode(&c.embed_input()).unwrap(),
+            "ids differ for {:?}",
+            &c.text[..c.text.len().min(80)]
+        );
     }
+    assert!(
+        counter.joins_by_concatenation(),
+        "MiniLM's WordPiece joins by concatenation"
+    );
     // Every word of the source appears, in order, across the chunks.
     let joined: String = chunks
         .iter()

@@ -17,6 +17,10 @@ pub struct RetrievalChunk {
     pub heading: String,
     pub page_start: u32,
     pub page_end: u32,
+    /// The ids the embedder sees for `embed_input()` (special tokens included), as
+    /// [`TokenCounter::encode`] gives them: the chunker has them from fitting the chunk,
+    /// so ingestion does not tokenize it again.
+    pub tokens: Vec<u32>,
 }
 
 impl RetrievalChunk {
@@ -30,6 +34,13 @@ impl RetrievalChunk {
     }
 }
 
+/// A piece of text and its tokens, special tokens excluded: the ids too where texts
+/// join by concatenation (see [`TokenCounter::joins_by_concatenation`]).
+struct Measured {
+    tokens: usize,
+    ids: Option<Vec<u32>>,
+}
+
 /// Token counting net of the two special tokens a sequence always carries.
 struct Budget<'a> {
     counter: &'a TokenCounter,
@@ -37,11 +48,25 @@ struct Budget<'a> {
 }
 
 impl Budget<'_> {
-    fn inner(&self, text: &str) -> usize {
-        self.counter.count(text).saturating_sub(2)
+    fn measure(&self, text: &str) -> Measured {
+        if self.counter.joins_by_concatenation() {
+            if let Some(ids) = self.counter.inner_ids(text) {
+                return Measured {
+                    tokens: ids.len(),
+                    ids: Some(ids),
+                };
+            }
+        }
+        Measured {
+            tokens: self.counter.count(text).saturating_sub(2),
+            ids: None,
+        }
     }
-    fn fits(&self, chunk: &RetrievalChunk) -> bool {
-        self.counter.count(&chunk.embed_input()) <= self.window
+
+    /// The chunk's ids if its embedding input fits the window.
+    fn fitting_ids(&self, chunk: &RetrievalChunk) -> Option<Vec<u32>> {
+        let ids = self.counter.encode_untruncated(&chunk.embed_input())?;
+        (ids.len() <= self.window).then_some(ids)
     }
 }
 
@@ -57,7 +82,7 @@ pub fn for_retrieval(
     };
     let mut out = Vec::new();
     let mut headings: Vec<(u8, String)> = Vec::new();
-    let mut section = Section::default();
+    let mut section = Section::new(&b, &[]);
     for block in &doc.blocks {
         let text = block.text.trim();
         if text.is_empty() {
@@ -75,7 +100,7 @@ pub fn for_retrieval(
     section.flush(&b, &mut out);
     if out.is_empty() {
         // A document of headings only: its headings are its content.
-        let mut only = Section::default();
+        let mut only = Section::new(&b, &[]);
         for block in doc.blocks.iter().filter(|b| !b.text.trim().is_empty()) {
             only.push(&b, block.text.trim(), block.page, &mut out);
         }
@@ -85,12 +110,14 @@ pub fn for_retrieval(
 }
 
 /// The chunk being filled for the current section.
-#[derive(Default)]
 struct Section {
     path: String,
     heading: String,
     body: Vec<String>,
     tokens: usize,
+    /// Ids of the path, and of the body so far while every piece has its ids.
+    path_ids: Option<Vec<u32>>,
+    body_ids: Option<Vec<u32>>,
     budget: usize,
     pages: Option<(u32, u32)>,
 }
@@ -102,42 +129,43 @@ impl Section {
         // Heading context may use at most half the window; long paths shrink to the
         // innermost heading, then to none.
         let mut path = full.join(" > ");
-        if b.inner(&path) > b.window / 2 {
+        let mut m = b.measure(&path);
+        if m.tokens > b.window / 2 {
             path = heading.clone();
+            m = b.measure(&path);
         }
-        if b.inner(&path) > b.window / 2 {
+        if m.tokens > b.window / 2 {
             path.clear();
+            m = b.measure(&path);
         }
-        let used = if path.is_empty() {
-            0
-        } else {
-            b.inner(&path) + 1
-        };
+        let used = if path.is_empty() { 0 } else { m.tokens + 1 };
         Self {
+            path_ids: if path.is_empty() {
+                Some(Vec::new())
+            } else {
+                m.ids
+            },
             path,
             heading,
+            body: Vec::new(),
+            tokens: 0,
+            body_ids: Some(Vec::new()),
             budget: b.window - 2 - used,
-            ..Self::default()
-        }
-    }
-
-    fn budget(&self, b: &Budget<'_>) -> usize {
-        if self.budget == 0 {
-            b.window - 2
-        } else {
-            self.budget
+            pages: None,
         }
     }
 
     fn push(&mut self, b: &Budget<'_>, text: &str, page: u32, out: &mut Vec<RetrievalChunk>) {
-        let budget = self.budget(b);
-        for piece in split_to_fit(b, text, budget) {
-            let n = b.inner(&piece);
-            if self.tokens > 0 && self.tokens + n > budget {
+        for (piece, m) in split_to_fit(b, text, self.budget) {
+            if self.tokens > 0 && self.tokens + m.tokens > self.budget {
                 self.flush(b, out);
             }
-            self.tokens += n;
+            self.tokens += m.tokens;
             self.body.push(piece);
+            match (&mut self.body_ids, m.ids) {
+                (Some(ids), Some(more)) => ids.extend(more),
+                (ids, _) => *ids = None,
+            }
             self.pages = Some(match self.pages {
                 Some((s, e)) => (s.min(page), e.max(page)),
                 None => (page, page),
@@ -156,19 +184,28 @@ impl Section {
             heading: self.heading.clone(),
             page_start,
             page_end,
+            tokens: Vec::new(),
+        };
+        // Pieces join with whitespace, so where ids concatenate the chunk's are known.
+        let known = match (&self.path_ids, self.body_ids.replace(Vec::new())) {
+            (Some(path), Some(body)) => b.counter.wrap(&[&path[..], &body[..]].concat(), b.window),
+            _ => None,
         };
         self.body.clear();
         self.tokens = 0;
         self.pages = None;
-        emit_fitting(b, chunk, out);
+        match known {
+            Some(tokens) => out.push(RetrievalChunk { tokens, ..chunk }),
+            None => emit_fitting(b, chunk, out),
+        }
     }
 }
 
 /// Pushes `chunk`, halving it by words until every part fits (token counts are nearly,
 /// not exactly, additive across joins, so the packed result is checked for real).
 fn emit_fitting(b: &Budget<'_>, chunk: RetrievalChunk, out: &mut Vec<RetrievalChunk>) {
-    if b.fits(&chunk) {
-        out.push(chunk);
+    if let Some(tokens) = b.fitting_ids(&chunk) {
+        out.push(RetrievalChunk { tokens, ..chunk });
         return;
     }
     let words: Vec<&str> = chunk.text.split_whitespace().collect();
@@ -214,56 +251,71 @@ fn emit_fitting(b: &Budget<'_>, chunk: RetrievalChunk, out: &mut Vec<RetrievalCh
     }
 }
 
-/// Splits text longer than `budget` tokens into sentences, then word runs.
-fn split_to_fit(b: &Budget<'_>, text: &str, budget: usize) -> Vec<String> {
-    if b.inner(text) <= budget {
-        return vec![text.to_owned()];
+/// Splits text longer than `budget` tokens into sentences, then word runs, each with
+/// its tokens.
+fn split_to_fit(b: &Budget<'_>, text: &str, budget: usize) -> Vec<(String, Measured)> {
+    let whole = b.measure(text);
+    if whole.tokens <= budget {
+        return vec![(text.to_owned(), whole)];
     }
     let mut out = Vec::new();
-    let mut cur = String::new();
+    let mut cur: Vec<(&str, Measured)> = Vec::new();
     let mut cur_tokens = 0;
     for sentence in sentences(text) {
-        let n = b.inner(sentence);
-        if n > budget {
+        let m = b.measure(sentence);
+        if m.tokens > budget {
             if !cur.is_empty() {
-                out.push(std::mem::take(&mut cur));
+                out.push(joined(std::mem::take(&mut cur), " "));
                 cur_tokens = 0;
             }
             out.extend(split_words(b, sentence, budget));
             continue;
         }
-        if cur_tokens + n > budget && !cur.is_empty() {
-            out.push(std::mem::take(&mut cur));
+        if cur_tokens + m.tokens > budget && !cur.is_empty() {
+            out.push(joined(std::mem::take(&mut cur), " "));
             cur_tokens = 0;
         }
-        if !cur.is_empty() {
-            cur.push(' ');
-        }
-        cur.push_str(sentence);
-        cur_tokens += n;
+        cur_tokens += m.tokens;
+        cur.push((sentence, m));
     }
     if !cur.is_empty() {
-        out.push(cur);
+        out.push(joined(cur, " "));
     }
     out
 }
 
-fn split_words(b: &Budget<'_>, text: &str, budget: usize) -> Vec<String> {
+/// Parts joined by `sep` (whitespace), with their tokens summed and ids concatenated.
+fn joined(parts: Vec<(&str, Measured)>, sep: &str) -> (String, Measured) {
+    let text = parts.iter().map(|(t, _)| *t).collect::<Vec<_>>().join(sep);
+    let mut m = Measured {
+        tokens: 0,
+        ids: Some(Vec::new()),
+    };
+    for (_, p) in parts {
+        m.tokens += p.tokens;
+        match (&mut m.ids, p.ids) {
+            (Some(ids), Some(more)) => ids.extend(more),
+            (ids, _) => *ids = None,
+        }
+    }
+    (text, m)
+}
+
+fn split_words(b: &Budget<'_>, text: &str, budget: usize) -> Vec<(String, Measured)> {
     let mut out = Vec::new();
-    let mut cur: Vec<&str> = Vec::new();
+    let mut cur: Vec<(&str, Measured)> = Vec::new();
     let mut cur_tokens = 0;
     for w in text.split_whitespace() {
-        let n = b.inner(w);
-        if cur_tokens + n > budget && !cur.is_empty() {
-            out.push(cur.join(" "));
-            cur.clear();
+        let m = b.measure(w);
+        if cur_tokens + m.tokens > budget && !cur.is_empty() {
+            out.push(joined(std::mem::take(&mut cur), " "));
             cur_tokens = 0;
         }
-        cur.push(w);
-        cur_tokens += n;
+        cur_tokens += m.tokens;
+        cur.push((w, m));
     }
     if !cur.is_empty() {
-        out.push(cur.join(" "));
+        out.push(joined(cur, " "));
     }
     out
 }

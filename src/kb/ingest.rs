@@ -434,26 +434,50 @@ fn prepare(input: PrepareInput<'_>, known: &HashSet<String>) -> Result<Prepared>
         .map(|c| c.text.as_str())
         .collect::<Vec<_>>()
         .join("\n");
-    let doc_lang = language::detect(&sample, language::DOCUMENT_CONFIDENCE)
-        .unwrap_or_else(|| language::UNDETERMINED.into());
+    // The document's language is needed only for chunks too short to tell.
+    let doc_lang = std::cell::OnceCell::new();
     let languages = chunks
         .iter()
         .map(|c| {
-            language::detect(&c.text, language::CHUNK_CONFIDENCE)
-                .unwrap_or_else(|| doc_lang.clone())
+            language::detect(&c.text, language::CHUNK_CONFIDENCE).unwrap_or_else(|| {
+                doc_lang
+                    .get_or_init(|| {
+                        language::detect(&sample, language::DOCUMENT_CONFIDENCE)
+                            .unwrap_or_else(|| language::UNDETERMINED.into())
+                    })
+                    .clone()
+            })
         })
         .collect();
-    let inputs: Vec<String> = chunks
+    // The chunker's ids stand where the searchable form is the embedding input itself.
+    let inputs: Vec<(String, bool)> = chunks
         .iter()
-        .map(|c| searchable(&c.embed_input()))
+        .map(|c| {
+            let raw = c.embed_input();
+            let text = searchable(&raw);
+            let same = text == raw;
+            (text, same)
+        })
         .collect();
-    let hashes: Vec<String> = inputs.iter().map(|t| sha256_hex(t.as_bytes())).collect();
+    let hashes: Vec<String> = inputs
+        .iter()
+        .map(|(t, _)| sha256_hex(t.as_bytes()))
+        .collect();
     let mut seen = HashSet::new();
     let to_embed = hashes
         .iter()
         .zip(&inputs)
-        .filter(|(h, _)| !known.contains(*h) && seen.insert(h.as_str()))
-        .map(|(h, text)| Ok((h.clone(), counter.encode(text)?)))
+        .zip(&chunks)
+        .filter(|((h, _), _)| !known.contains(*h) && seen.insert(h.as_str()))
+        .map(|((h, (text, same)), c)| {
+            let ids = if *same && !c.tokens.is_empty() {
+                debug_assert_eq!(c.tokens, counter.encode(text)?, "chunker ids differ");
+                c.tokens.clone()
+            } else {
+                counter.encode(text)?
+            };
+            Ok((h.clone(), ids))
+        })
         .collect::<Result<Vec<_>>>()?;
     let title = doc
         .title

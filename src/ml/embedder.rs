@@ -79,13 +79,17 @@ pub struct TokenCounter {
     tokenizer: Arc<Tokenizer>,
     /// Truncating to the model's window, as sentence-transformers does.
     truncating: Arc<Tokenizer>,
+    /// `[CLS]` and `[SEP]` where the ids of texts joined by whitespace are the ids of
+    /// each text in turn (BERT's WordPiece: normalised character by character, words
+    /// split at whitespace), so chunks are tokenized piece by piece and never again.
+    joins: Option<(u32, u32)>,
 }
 
 impl TokenCounter {
     /// Tokens in `text` including `[CLS]` and `[SEP]`.
     pub fn count(&self, text: &str) -> usize {
         self.tokenizer
-            .encode(text, true)
+            .encode_fast(text, true)
             .map(|e| e.len())
             // A tokenizer failure is treated as "too long" so the caller splits further.
             .unwrap_or(usize::MAX)
@@ -95,9 +99,81 @@ impl TokenCounter {
     /// the model's window.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, MlError> {
         self.truncating
-            .encode(text, true)
+            .encode_fast(text, true)
             .map(|e| e.get_ids().to_vec())
             .map_err(|e| MlError::Inference(format!("tokenizer: {e}")))
+    }
+
+    /// The ids of `text` with special tokens and without truncation; `None` if the
+    /// tokenizer fails.
+    pub fn encode_untruncated(&self, text: &str) -> Option<Vec<u32>> {
+        let e = self.tokenizer.encode_fast(text, true).ok()?;
+        Some(e.get_ids().to_vec())
+    }
+
+    /// The ids of `text` without special tokens; `None` if the tokenizer fails.
+    pub fn inner_ids(&self, text: &str) -> Option<Vec<u32>> {
+        let e = self.tokenizer.encode_fast(text, false).ok()?;
+        Some(e.get_ids().to_vec())
+    }
+
+    /// Whether texts joined by whitespace have the ids of each text in turn (so the
+    /// inner ids of the parts make the whole: see [`wrap`](Self::wrap)).
+    pub fn joins_by_concatenation(&self) -> bool {
+        self.joins.is_some()
+    }
+
+    /// The ids the model embeds for a text whose [`inner_ids`](Self::inner_ids) are
+    /// `inner`, when texts join by concatenation and the result fits the window; else
+    /// `None` (the caller encodes the text itself).
+    pub fn wrap(&self, inner: &[u32], window: usize) -> Option<Vec<u32>> {
+        let (cls, sep) = self.joins?;
+        if inner.len() + 2 > window {
+            return None;
+        }
+        let mut ids = Vec::with_capacity(inner.len() + 2);
+        ids.push(cls);
+        ids.extend_from_slice(inner);
+        ids.push(sep);
+        Some(ids)
+    }
+
+    /// `[CLS]` and `[SEP]` if the tokenizer is BERT's WordPiece and a probe confirms
+    /// that joined texts tokenize as their parts in turn.
+    fn concatenation_ids(tokenizer: &Tokenizer) -> Option<(u32, u32)> {
+        use tokenizers::{ModelWrapper, NormalizerWrapper, PreTokenizerWrapper};
+        let bert = matches!(tokenizer.get_model(), ModelWrapper::WordPiece(_))
+            && matches!(
+                tokenizer.get_pre_tokenizer(),
+                Some(PreTokenizerWrapper::BertPreTokenizer(_))
+            )
+            && matches!(
+                tokenizer.get_normalizer(),
+                None | Some(NormalizerWrapper::BertNormalizer(_))
+            );
+        if !bert {
+            return None;
+        }
+        let ids = |t: &str, special| {
+            tokenizer
+                .encode_fast(t, special)
+                .ok()
+                .map(|e| e.get_ids().to_vec())
+        };
+        let [cls, sep] = ids("", true)?[..] else {
+            return None;
+        };
+        let parts = [
+            "Café au lait, naïve",
+            "(x=1)! 東京 don't",
+            "ÅNGSTRÖM\tunaffable",
+        ];
+        let mut joined = vec![cls];
+        for p in parts {
+            joined.extend(ids(p, false)?);
+        }
+        joined.push(sep);
+        (ids(&parts.join("\n\n"), true)? == joined).then_some((cls, sep))
     }
 
     /// [`encode`](Self::encode) for many texts at once (in parallel when it pays).
@@ -206,6 +282,7 @@ impl BertEmbedder {
             }))
             .map_err(|e| MlError::Load(format!("tokenizer: {e}")))?;
         let counter = TokenCounter {
+            joins: TokenCounter::concatenation_ids(&tokenizer),
             tokenizer: Arc::new(tokenizer),
             truncating: Arc::new(truncating),
         };
