@@ -58,6 +58,7 @@ struct Job {
     span: tracing::Span,
     /// A bulk request's share of the bulk queue, given back when it is answered.
     room: Option<OwnedSemaphorePermit>,
+    queued: std::time::Instant,
 }
 
 #[derive(Default)]
@@ -214,6 +215,7 @@ impl EmbedHandle {
             reply,
             span: tracing::Span::current(),
             room,
+            queued: std::time::Instant::now(),
         };
         let shared = self.shared();
         let mut q = shared.queues.lock();
