@@ -41,6 +41,26 @@ struct Measured {
     ids: Option<Vec<u32>>,
 }
 
+impl Measured {
+    /// Nothing yet: no tokens, and (empty) ids.
+    fn empty() -> Self {
+        Measured {
+            tokens: 0,
+            ids: Some(Vec::new()),
+        }
+    }
+
+    /// Appends `more`, as a text joined after this one by whitespace; the ids stay known
+    /// only while both sides have them.
+    fn extend(&mut self, more: Measured) {
+        self.tokens += more.tokens;
+        match (&mut self.ids, more.ids) {
+            (Some(ids), Some(more)) => ids.extend(more),
+            (ids, _) => *ids = None,
+        }
+    }
+}
+
 /// Token counting net of the two special tokens a sequence always carries.
 struct Budget<'a> {
     counter: &'a TokenCounter,
@@ -114,10 +134,10 @@ struct Section {
     path: String,
     heading: String,
     body: Vec<String>,
-    tokens: usize,
-    /// Ids of the path, and of the body so far while every piece has its ids.
+    /// Ids of the path, if known.
     path_ids: Option<Vec<u32>>,
-    body_ids: Option<Vec<u32>>,
+    /// Tokens of the body so far (and its ids while every piece has them).
+    measured: Measured,
     budget: usize,
     pages: Option<(u32, u32)>,
 }
@@ -148,8 +168,7 @@ impl Section {
             path,
             heading,
             body: Vec::new(),
-            tokens: 0,
-            body_ids: Some(Vec::new()),
+            measured: Measured::empty(),
             budget: b.window - 2 - used,
             pages: None,
         }
@@ -157,15 +176,11 @@ impl Section {
 
     fn push(&mut self, b: &Budget<'_>, text: &str, page: u32, out: &mut Vec<RetrievalChunk>) {
         for (piece, m) in split_to_fit(b, text, self.budget) {
-            if self.tokens > 0 && self.tokens + m.tokens > self.budget {
+            if self.measured.tokens > 0 && self.measured.tokens + m.tokens > self.budget {
                 self.flush(b, out);
             }
-            self.tokens += m.tokens;
+            self.measured.extend(m);
             self.body.push(piece);
-            match (&mut self.body_ids, m.ids) {
-                (Some(ids), Some(more)) => ids.extend(more),
-                (ids, _) => *ids = None,
-            }
             self.pages = Some(match self.pages {
                 Some((s, e)) => (s.min(page), e.max(page)),
                 None => (page, page),
@@ -187,12 +202,12 @@ impl Section {
             tokens: Vec::new(),
         };
         // Pieces join with whitespace, so where ids concatenate the chunk's are known.
-        let known = match (&self.path_ids, self.body_ids.replace(Vec::new())) {
-            (Some(path), Some(body)) => b.counter.wrap(&[&path[..], &body[..]].concat(), b.window),
+        let body = std::mem::replace(&mut self.measured, Measured::empty());
+        let known = match (&self.path_ids, &body.ids) {
+            (Some(path), Some(body)) => b.counter.wrap(&[path, body], b.window),
             _ => None,
         };
         self.body.clear();
-        self.tokens = 0;
         self.pages = None;
         match known {
             Some(tokens) => out.push(RetrievalChunk { tokens, ..chunk }),
@@ -265,38 +280,31 @@ fn split_to_fit(b: &Budget<'_>, text: &str, budget: usize) -> Vec<(String, Measu
         let m = b.measure(sentence);
         if m.tokens > budget {
             if !cur.is_empty() {
-                out.push(joined(std::mem::take(&mut cur), " "));
+                out.push(joined(std::mem::take(&mut cur)));
                 cur_tokens = 0;
             }
             out.extend(split_words(b, sentence, budget));
             continue;
         }
         if cur_tokens + m.tokens > budget && !cur.is_empty() {
-            out.push(joined(std::mem::take(&mut cur), " "));
+            out.push(joined(std::mem::take(&mut cur)));
             cur_tokens = 0;
         }
         cur_tokens += m.tokens;
         cur.push((sentence, m));
     }
     if !cur.is_empty() {
-        out.push(joined(cur, " "));
+        out.push(joined(cur));
     }
     out
 }
 
-/// Parts joined by `sep` (whitespace), with their tokens summed and ids concatenated.
-fn joined(parts: Vec<(&str, Measured)>, sep: &str) -> (String, Measured) {
-    let text = parts.iter().map(|(t, _)| *t).collect::<Vec<_>>().join(sep);
-    let mut m = Measured {
-        tokens: 0,
-        ids: Some(Vec::new()),
-    };
+/// Parts joined by spaces, with their tokens summed and ids concatenated.
+fn joined(parts: Vec<(&str, Measured)>) -> (String, Measured) {
+    let text = parts.iter().map(|(t, _)| *t).collect::<Vec<_>>().join(" ");
+    let mut m = Measured::empty();
     for (_, p) in parts {
-        m.tokens += p.tokens;
-        match (&mut m.ids, p.ids) {
-            (Some(ids), Some(more)) => ids.extend(more),
-            (ids, _) => *ids = None,
-        }
+        m.extend(p);
     }
     (text, m)
 }
@@ -308,14 +316,14 @@ fn split_words(b: &Budget<'_>, text: &str, budget: usize) -> Vec<(String, Measur
     for w in text.split_whitespace() {
         let m = b.measure(w);
         if cur_tokens + m.tokens > budget && !cur.is_empty() {
-            out.push(joined(std::mem::take(&mut cur), " "));
+            out.push(joined(std::mem::take(&mut cur)));
             cur_tokens = 0;
         }
         cur_tokens += m.tokens;
         cur.push((w, m));
     }
     if !cur.is_empty() {
-        out.push(joined(cur, " "));
+        out.push(joined(cur));
     }
     out
 }

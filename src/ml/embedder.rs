@@ -88,11 +88,9 @@ pub struct TokenCounter {
 impl TokenCounter {
     /// Tokens in `text` including `[CLS]` and `[SEP]`.
     pub fn count(&self, text: &str) -> usize {
-        self.tokenizer
-            .encode_fast(text, true)
-            .map(|e| e.len())
-            // A tokenizer failure is treated as "too long" so the caller splits further.
-            .unwrap_or(usize::MAX)
+        // A tokenizer failure is treated as "too long" so the caller splits further.
+        self.encode_untruncated(text)
+            .map_or(usize::MAX, |ids| ids.len())
     }
 
     /// The token ids the model embeds for `text`: special tokens included, truncated to
@@ -107,14 +105,12 @@ impl TokenCounter {
     /// The ids of `text` with special tokens and without truncation; `None` if the
     /// tokenizer fails.
     pub fn encode_untruncated(&self, text: &str) -> Option<Vec<u32>> {
-        let e = self.tokenizer.encode_fast(text, true).ok()?;
-        Some(e.get_ids().to_vec())
+        ids_of(&self.tokenizer, text, true)
     }
 
     /// The ids of `text` without special tokens; `None` if the tokenizer fails.
     pub fn inner_ids(&self, text: &str) -> Option<Vec<u32>> {
-        let e = self.tokenizer.encode_fast(text, false).ok()?;
-        Some(e.get_ids().to_vec())
+        ids_of(&self.tokenizer, text, false)
     }
 
     /// Whether texts joined by whitespace have the ids of each text in turn (so the
@@ -123,17 +119,20 @@ impl TokenCounter {
         self.joins.is_some()
     }
 
-    /// The ids the model embeds for a text whose [`inner_ids`](Self::inner_ids) are
-    /// `inner`, when texts join by concatenation and the result fits the window; else
-    /// `None` (the caller encodes the text itself).
-    pub fn wrap(&self, inner: &[u32], window: usize) -> Option<Vec<u32>> {
+    /// The ids the model embeds for the whitespace-joined texts whose
+    /// [`inner_ids`](Self::inner_ids) are `parts`, when texts join by concatenation and
+    /// the result fits the window; else `None` (the caller encodes the text itself).
+    pub fn wrap(&self, parts: &[&[u32]], window: usize) -> Option<Vec<u32>> {
         let (cls, sep) = self.joins?;
-        if inner.len() + 2 > window {
+        let len = parts.iter().map(|p| p.len()).sum::<usize>() + 2;
+        if len > window {
             return None;
         }
-        let mut ids = Vec::with_capacity(inner.len() + 2);
+        let mut ids = Vec::with_capacity(len);
         ids.push(cls);
-        ids.extend_from_slice(inner);
+        for p in parts {
+            ids.extend_from_slice(p);
+        }
         ids.push(sep);
         Some(ids)
     }
@@ -154,12 +153,7 @@ impl TokenCounter {
         if !bert {
             return None;
         }
-        let ids = |t: &str, special| {
-            tokenizer
-                .encode_fast(t, special)
-                .ok()
-                .map(|e| e.get_ids().to_vec())
-        };
+        let ids = |t: &str, special| ids_of(tokenizer, t, special);
         let [cls, sep] = ids("", true)?[..] else {
             return None;
         };
@@ -184,6 +178,12 @@ impl TokenCounter {
             .map_err(|e| MlError::Inference(format!("tokenizer: {e}")))?;
         Ok(encodings.iter().map(|e| e.get_ids().to_vec()).collect())
     }
+}
+
+/// The ids of `text` (with or without special tokens); `None` if the tokenizer fails.
+fn ids_of(tokenizer: &Tokenizer, text: &str, special: bool) -> Option<Vec<u32>> {
+    let e = tokenizer.encode_fast(text, special).ok()?;
+    Some(e.get_ids().to_vec())
 }
 
 /// Which forward pass runs the transformer.
