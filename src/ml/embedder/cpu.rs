@@ -423,5 +423,17 @@ impl CpuBert {
     }
 }
 
+/// Deterministic values in `[-1, 1)` for the kernels' tests (an LCG; no RNG dependency).
+#[cfg(all(test, target_arch = "x86_64"))]
+fn test_values(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests;

@@ -370,15 +370,7 @@ unsafe fn tile(a: &[u32], b: *const u16, kps: usize, c: &mut [f32], ldc: usize, 
 mod tests {
     use super::*;
 
-    fn values(n: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed;
-        (0..n)
-            .map(|_| {
-                s = s.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect()
-    }
+    use crate::ml::embedder::cpu::test_values as values;
 
     fn bf16_value(x: f32) -> f32 {
         f32::from_bits((to_bf16(x) as u32) << 16)

@@ -476,15 +476,7 @@ unsafe fn tile(o: Operands<'_>, c: &mut [f32], ldc: usize, load: bool) {
 mod tests {
     use super::*;
 
-    fn values(n: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed;
-        (0..n)
-            .map(|_| {
-                s = s.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect()
-    }
+    use crate::ml::embedder::cpu::test_values as values;
 
     #[test]
     fn blocks_round_to_their_range() {
