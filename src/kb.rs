@@ -154,10 +154,16 @@ impl KnowledgeBase {
         &self.embedder
     }
 
-    /// Saves the vector index if it changed; called periodically and at shutdown.
+    /// Saves the vector index if it changed and commits what ingestion staged in the
+    /// full-text index; called periodically and at shutdown.
     pub async fn flush(&self) -> crate::error::Result<()> {
-        let v = self.vectors.clone();
-        tokio::task::spawn_blocking(move || v.flush()).await??;
+        let (v, f) = (self.vectors.clone(), self.fulltext.clone());
+        tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
+            v.flush()?;
+            f.commit_staged()?;
+            Ok(())
+        })
+        .await??;
         Ok(())
     }
 }

@@ -281,3 +281,59 @@ async fn a_cross_encoder_reranks_candidates() {
     assert_eq!(fused_first.len(), 8);
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bm25_finds_an_upload_as_soon_as_it_is_acknowledged() {
+    // Ingestion answers once SQLite has the source and commits the full-text index
+    // afterwards; a search must still see every acknowledged source.
+    let dir = tempfile::tempdir().unwrap();
+    let state = ragd::AppState::build(test_config(dir.path()))
+        .await
+        .unwrap();
+    for round in 0..6 {
+        let name = format!("part-{round}.md");
+        let code = format!("ZQX{round}K7731");
+        let text = format!("# Part {round}\n\nThe replacement part number is {code}.\n");
+        let r = state
+            .kb
+            .ingest_file(ragd::kb::ingest::FileUpload {
+                filename: name.clone(),
+                bytes: text.into_bytes(),
+                section: String::new(),
+            })
+            .await
+            .unwrap();
+        assert!(r.success, "{r:?}");
+        let hits = state
+            .kb
+            .retrieve(SearchParams {
+                query: code.to_lowercase(),
+                top_k: 3,
+                initial_k: 10,
+                mode: RetrievalMode::Bm25,
+            })
+            .await
+            .unwrap()
+            .hits;
+        assert_eq!(
+            hits.first().map(|h| h.source.as_str()),
+            Some(name.as_str()),
+            "BM25 did not see {name} right after its upload"
+        );
+    }
+    // Shutting down commits what is staged: the index on disk is the store's generation.
+    state.shutdown().await.unwrap();
+    let store_generation: i64 = rusqlite::Connection::open(dir.path().join("ragd.sqlite"))
+        .unwrap()
+        .query_row("SELECT generation FROM index_state WHERE id = 1", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    let metas = tantivy::Index::open_in_dir(dir.path().join("fulltext"))
+        .unwrap()
+        .load_metas()
+        .unwrap();
+    assert_eq!(metas.payload, Some(store_generation.to_string()));
+    let docs: u32 = metas.segments.iter().map(|s| s.num_docs()).sum();
+    assert_eq!(docs, 6);
+}

@@ -1,9 +1,12 @@
 //! Group commits. Sources ready to store wait for one writer thread, which takes all that
 //! are waiting and writes them together: one SQLite transaction (each source inside its
 //! own savepoint, so it is stored whole or not at all), then one update of the vector
-//! index and one tantivy commit. Each caller is answered only after that, so nothing is
-//! acknowledged before it is durable; the chunks of a bulk request, a ZIP, a burst of
-//! uploads and background tasks share the commits.
+//! index, and the group's documents staged in the full-text index. Each caller is
+//! answered once the transaction is committed, so nothing is acknowledged before it is
+//! durable; the chunks of a bulk request, a ZIP, a burst of uploads and background tasks
+//! share the commits. The full-text index is committed after the answers, when no group
+//! is waiting (or every [`MAX_STAGED`]): it is derived from the store and rebuilt from it
+//! when a crash leaves it behind, and a search commits what is staged before it reads.
 
 use std::collections::{BTreeMap, HashMap};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -28,6 +31,8 @@ const MAX_GROUP_CHUNKS: usize = 16_384;
 /// How long the writer waits for more sources once one has arrived: the sources of one
 /// embedding pass finish together and arrive within moments of each other.
 const LINGER: Duration = Duration::from_millis(2);
+/// Longest the full-text index holds staged documents while groups keep coming.
+const MAX_STAGED: Duration = Duration::from_secs(1);
 
 /// One parsed and embedded source, ready to store.
 pub(super) struct SourceWrite {
@@ -108,6 +113,7 @@ impl GroupWriter {
 }
 
 fn run(rx: Receiver<Pending>, t: Targets) {
+    let mut staged_since: Option<Instant> = None;
     while let Ok(first) = rx.recv() {
         let mut chunks = first.write.prepared.chunks.len();
         let mut group = vec![first];
@@ -121,9 +127,9 @@ fn run(rx: Receiver<Pending>, t: Targets) {
             }
         }
         let span = tracing::info_span!(parent: &group[0].span, "write_group", sources = group.len(), chunks);
-        let _g = span.enter();
+        let entered = span.enter();
         let started = Instant::now();
-        let _lock = t.write_lock.blocking_lock();
+        let lock = t.write_lock.blocking_lock();
         let (writes, replies): (Vec<SourceWrite>, Vec<_>) =
             group.into_iter().map(|p| (p.write, p.reply)).unzip();
         let results = catch_unwind(AssertUnwindSafe(|| write_group(&t, &writes)))
@@ -156,6 +162,30 @@ fn run(rx: Receiver<Pending>, t: Targets) {
                     let _ = reply.send(Err(Error::Internal(anyhow::anyhow!("{msg}"))));
                 }
             }
+        }
+        drop(lock);
+        drop(entered);
+        let since = *staged_since.get_or_insert(started);
+        if rx.is_empty() || since.elapsed() >= MAX_STAGED {
+            commit_fulltext(&t);
+            staged_since = None;
+        }
+    }
+    commit_fulltext(&t);
+}
+
+/// Commits the documents staged in the full-text index, off the answers' path. A failure
+/// leaves them staged for the next try (a search or the periodic flush).
+fn commit_fulltext(t: &Targets) {
+    let started = Instant::now();
+    match t.fulltext.commit_staged() {
+        Ok(true) => tracing::debug!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "full-text index committed"
+        ),
+        Ok(false) => {}
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), "committing the full-text index failed")
         }
     }
 }
@@ -233,7 +263,7 @@ fn write_group(t: &Targets, writes: &[SourceWrite]) -> Result<Vec<Result<Written
                 text,
             })
             .collect();
-        t.fulltext.apply(&removed, &docs, generation)?;
+        t.fulltext.stage(&removed, &docs, generation)?;
         tracing::debug!(
             sqlite_ms,
             vectors_ms,

@@ -1,7 +1,13 @@
 //! The tantivy index over chunk text. Each commit carries the store generation as its
 //! payload, so a stale or damaged index is detected at start-up and rebuilt.
+//!
+//! Ingestion stages its changes ([`FullTextIndex::stage`]) and commits them later, off
+//! the path of its answer: the store is what makes a source durable, and this index is
+//! rebuilt from it when a crash leaves it behind. A search commits what is staged before
+//! it reads, so it sees every change made before it started.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 use tantivy::collector::TopDocs;
@@ -31,8 +37,17 @@ pub struct FullTextIndex {
     dir: PathBuf,
     fields: Fields,
     reader: IndexReader,
-    writer: Mutex<IndexWriter>,
+    writer: Mutex<Staging>,
+    /// Whether changes are staged but not committed (read without the lock).
+    dirty: AtomicBool,
     index: Index,
+}
+
+/// The writer and what it holds beyond the last commit.
+struct Staging {
+    writer: IndexWriter,
+    /// The newest generation staged and not yet committed.
+    staged: Option<u64>,
 }
 
 /// A document to index.
@@ -81,7 +96,11 @@ impl FullTextIndex {
             dir: o.dir,
             fields,
             reader: o.reader,
-            writer: Mutex::new(o.writer),
+            writer: Mutex::new(Staging {
+                writer: o.writer,
+                staged: None,
+            }),
+            dirty: AtomicBool::new(false),
             index: o.index,
         };
         Ok((this, on_disk))
@@ -109,35 +128,74 @@ impl FullTextIndex {
         upsert: &[FtDoc<'_>],
         generation: u64,
     ) -> anyhow::Result<()> {
-        let mut w = self.writer.lock();
+        self.stage(remove, upsert, generation)?;
+        self.commit_staged()?;
+        Ok(())
+    }
+
+    /// Removes `remove` and replaces-or-adds `upsert` without committing; the next
+    /// [`commit_staged`](Self::commit_staged) (or search) commits them with the newest
+    /// generation staged.
+    pub fn stage(
+        &self,
+        remove: &[u64],
+        upsert: &[FtDoc<'_>],
+        generation: u64,
+    ) -> anyhow::Result<()> {
+        let mut s = self.writer.lock();
         for &k in remove.iter().chain(upsert.iter().map(|d| &d.key)) {
-            w.delete_term(Term::from_field_u64(self.fields.key, k));
+            s.writer
+                .delete_term(Term::from_field_u64(self.fields.key, k));
         }
         for d in upsert {
-            w.add_document(doc!(
+            s.writer.add_document(doc!(
                 self.fields.key => d.key,
                 self.fields.chunk_id => d.chunk_id,
                 self.fields.text => d.text,
             ))?;
         }
-        tantivy_index::commit(&mut w, generation)?;
-        drop(w);
-        self.reader.reload()?;
+        s.staged = Some(s.staged.map_or(generation, |g| g.max(generation)));
+        self.dirty.store(true, Ordering::Release);
         Ok(())
+    }
+
+    /// Commits what is staged, if anything, and makes it visible to searches. Returns
+    /// whether there was anything to commit.
+    pub fn commit_staged(&self) -> anyhow::Result<bool> {
+        if !self.dirty.load(Ordering::Acquire) {
+            return Ok(false);
+        }
+        let mut s = self.writer.lock();
+        let Some(generation) = s.staged else {
+            return Ok(false);
+        };
+        tantivy_index::commit(&mut s.writer, generation)?;
+        s.staged = None;
+        // Reloaded before `dirty` is cleared: a search that finds it clear must find the
+        // commit in the reader. Both under the lock, so a stage that follows sets it again.
+        self.reader.reload()?;
+        self.dirty.store(false, Ordering::Release);
+        Ok(true)
     }
 
     /// Drops every document (before a rebuild) and commits.
     pub fn clear(&self, generation: u64) -> anyhow::Result<()> {
-        let mut w = self.writer.lock();
-        w.delete_all_documents()?;
-        tantivy_index::commit(&mut w, generation)?;
-        drop(w);
-        self.reader.reload()?;
+        let mut s = self.writer.lock();
+        s.writer.delete_all_documents()?;
+        s.staged = Some(generation);
+        self.dirty.store(true, Ordering::Release);
+        drop(s);
+        self.commit_staged()?;
         Ok(())
     }
 
     /// BM25 search over chunk text: `(key, score)` best first.
     pub fn search(&self, query: &str, limit: usize) -> anyhow::Result<Vec<(u64, f32)>> {
+        // Read your writes: what was staged before this search is committed first. If
+        // that fails (a full disk), the search still answers from the last commit.
+        if let Err(e) = self.commit_staged() {
+            tracing::error!(error = %format!("{e:#}"), "committing the full-text index failed");
+        }
         let searcher = self.reader.searcher();
         // Any term may match (BM25 ranks documents with more and rarer terms first);
         // a term with inner punctuation, like a product code, is matched as a phrase.
@@ -195,6 +253,62 @@ mod tests {
             }
         );
         assert_eq!(ft.search("wrench", 5).unwrap()[0].0, 1);
+    }
+
+    #[test]
+    fn a_search_sees_what_was_staged_before_it_and_commits_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ft, _) = FullTextIndex::open(dir.path()).unwrap();
+        let doc = |key, text| FtDoc {
+            key,
+            chunk_id: "c",
+            text,
+        };
+        ft.apply(&[], &[doc(1, "torque wrench")], 1).unwrap();
+        ft.stage(&[], &[doc(2, "password reset steps")], 2).unwrap();
+        ft.stage(&[1], &[], 3).unwrap();
+        // Nothing of the two stages is committed yet: the reader still has key 1 only.
+        assert_eq!(ft.len(), 1);
+        assert_eq!(ft.search("password", 5).unwrap()[0].0, 2);
+        assert!(ft.search("wrench", 5).unwrap().is_empty());
+        assert!(!ft.commit_staged().unwrap(), "the search committed it");
+        drop(ft);
+        let (_, disk) = FullTextIndex::open(dir.path()).unwrap();
+        assert_eq!(
+            disk,
+            OnDisk {
+                generation: Some(3),
+                count: 1
+            }
+        );
+    }
+
+    #[test]
+    fn staged_documents_never_committed_leave_the_older_generation_on_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ft, _) = FullTextIndex::open(dir.path()).unwrap();
+        let doc = FtDoc {
+            key: 1,
+            chunk_id: "a",
+            text: "torque wrench",
+        };
+        ft.apply(&[], &[doc], 1).unwrap();
+        let later = FtDoc {
+            key: 2,
+            chunk_id: "b",
+            text: "password reset",
+        };
+        ft.stage(&[], &[later], 2).unwrap();
+        // As after a crash: the store's generation (2) differs, so start-up rebuilds.
+        drop(ft);
+        let (_, disk) = FullTextIndex::open(dir.path()).unwrap();
+        assert_eq!(
+            disk,
+            OnDisk {
+                generation: Some(1),
+                count: 1
+            }
+        );
     }
 
     #[test]
