@@ -4,4 +4,4 @@
 pub mod retrieval;
 pub mod sections;
 
-pub use retrieval::{for_retrieval, sentences, RetrievalChunk};
+pub use retrieval::{for_retrieval, sentences, Chunker, RetrievalChunk};

@@ -4,7 +4,7 @@
 //! model's token window (special tokens included), so the vector covers all of it.
 
 use crate::ml::TokenCounter;
-use crate::parse::{BlockKind, ParsedDocument};
+use crate::parse::{Block, BlockKind, ParsedDocument};
 
 /// One chunk ready to embed and store.
 #[derive(Debug, Clone, PartialEq)]
@@ -96,37 +96,80 @@ pub fn for_retrieval(
     counter: &TokenCounter,
     window: usize,
 ) -> Vec<RetrievalChunk> {
-    let b = Budget {
-        counter,
-        window: window.max(8),
-    };
+    let mut chunker = Chunker::new(counter, window);
     let mut out = Vec::new();
-    let mut headings: Vec<(u8, String)> = Vec::new();
-    let mut section = Section::new(&b, &[]);
     for block in &doc.blocks {
+        chunker.push(block, &mut out);
+    }
+    chunker.finish(&mut out);
+    out
+}
+
+/// [`for_retrieval`] block by block, for a document read page by page: each chunk is
+/// appended to `out` once its section has filled it, and [`finish`](Self::finish) adds
+/// the rest. The chunks are those `for_retrieval` gives for all the blocks at once.
+pub struct Chunker<'a> {
+    b: Budget<'a>,
+    headings: Vec<(u8, String)>,
+    section: Section,
+    /// Every non-empty block, while no chunk has come out: a document of headings only
+    /// has its headings as its content.
+    so_far: Option<Vec<(String, u32)>>,
+}
+
+impl<'a> Chunker<'a> {
+    pub fn new(counter: &'a TokenCounter, window: usize) -> Self {
+        let b = Budget {
+            counter,
+            window: window.max(8),
+        };
+        let section = Section::new(&b, &[]);
+        Self {
+            b,
+            headings: Vec::new(),
+            section,
+            so_far: Some(Vec::new()),
+        }
+    }
+
+    /// Takes the next block; chunks its section completes go to `out`.
+    pub fn push(&mut self, block: &Block, out: &mut Vec<RetrievalChunk>) {
         let text = block.text.trim();
         if text.is_empty() {
-            continue;
+            return;
+        }
+        let before = out.len();
+        if let Some(all) = &mut self.so_far {
+            all.push((text.to_owned(), block.page));
         }
         if let BlockKind::Heading(level) = block.kind {
-            section.flush(&b, &mut out);
-            headings.retain(|(l, _)| *l < level);
-            headings.push((level, text.replace('\n', " ")));
-            section = Section::new(&b, &headings);
-            continue;
+            self.section.flush(&self.b, out);
+            self.headings.retain(|(l, _)| *l < level);
+            self.headings.push((level, text.replace('\n', " ")));
+            self.section = Section::new(&self.b, &self.headings);
+        } else {
+            self.section.push(&self.b, text, block.page, out);
         }
-        section.push(&b, text, block.page, &mut out);
-    }
-    section.flush(&b, &mut out);
-    if out.is_empty() {
-        // A document of headings only: its headings are its content.
-        let mut only = Section::new(&b, &[]);
-        for block in doc.blocks.iter().filter(|b| !b.text.trim().is_empty()) {
-            only.push(&b, block.text.trim(), block.page, &mut out);
+        if out.len() > before {
+            self.so_far = None;
         }
-        only.flush(&b, &mut out);
     }
-    out
+
+    /// Ends the document: its last section's chunks go to `out`.
+    pub fn finish(mut self, out: &mut Vec<RetrievalChunk>) {
+        let before = out.len();
+        self.section.flush(&self.b, out);
+        if out.len() > before {
+            return;
+        }
+        if let Some(all) = self.so_far {
+            let mut only = Section::new(&self.b, &[]);
+            for (text, page) in &all {
+                only.push(&self.b, text, *page, out);
+            }
+            only.flush(&self.b, out);
+        }
+    }
 }
 
 /// The chunk being filled for the current section.

@@ -123,24 +123,33 @@ pub fn clean(text: &str, o: CleanOptions) -> String {
 /// Cleans every block (and table cell) of a document in place; drops blocks left empty.
 pub fn clean_document(doc: &mut super::ParsedDocument, o: CleanOptions) {
     for b in &mut doc.blocks {
-        if let super::BlockKind::Table(t) = &mut b.kind {
-            for cell in t.rows.iter_mut().flatten() {
-                *cell = clean(cell, o);
-            }
-            b.text = t.to_text();
-        } else if b.kind == super::BlockKind::Code {
-            if o.remove_urls {
-                b.text = url_re().replace_all(&b.text, "").into_owned();
-            }
-        } else {
-            b.text = clean(&b.text, o);
-        }
+        clean_block(b, o);
     }
-    doc.blocks
-        .retain(|b| !b.text.trim().is_empty() || matches!(b.kind, super::BlockKind::Image(_)));
+    doc.blocks.retain(keeps);
     if let Some(t) = doc.title.as_mut() {
         *t = clean(t, o);
     }
+}
+
+/// Cleans one block as [`clean_document`] does (for a document read page by page).
+pub fn clean_block(b: &mut super::Block, o: CleanOptions) {
+    if let super::BlockKind::Table(t) = &mut b.kind {
+        for cell in t.rows.iter_mut().flatten() {
+            *cell = clean(cell, o);
+        }
+        b.text = t.to_text();
+    } else if b.kind == super::BlockKind::Code {
+        if o.remove_urls {
+            b.text = url_re().replace_all(&b.text, "").into_owned();
+        }
+    } else {
+        b.text = clean(&b.text, o);
+    }
+}
+
+/// Whether [`clean_document`] keeps a cleaned block: it has text, or it is an image.
+pub fn keeps(b: &super::Block) -> bool {
+    !b.text.trim().is_empty() || matches!(b.kind, super::BlockKind::Image(_))
 }
 
 #[cfg(test)]

@@ -241,13 +241,18 @@ pub fn parse(bytes: &[u8], opts: &ParseOptions) -> Result<ParsedDocument, ParseE
         ControlFlow::Continue(())
     })?;
     if doc.title.is_none() {
-        doc.title = doc.blocks.iter().find_map(|b| match b.kind {
-            // A chapter number is a heading but no title.
-            BlockKind::Heading(_) if b.page == 1 && b.text.chars().any(char::is_alphabetic) => {
-                Some(b.text.clone())
-            }
-            _ => None,
-        });
+        doc.title = heading_title(&doc.blocks);
     }
     Ok(doc)
+}
+
+/// The title of a document whose metadata has none: its first heading on page 1 (a
+/// chapter number is a heading but no title). Page-by-page readers apply it to page 1.
+pub fn heading_title(blocks: &[Block]) -> Option<String> {
+    blocks.iter().find_map(|b| match b.kind {
+        BlockKind::Heading(_) if b.page == 1 && b.text.chars().any(char::is_alphabetic) => {
+            Some(b.text.clone())
+        }
+        _ => None,
+    })
 }
