@@ -39,9 +39,15 @@ struct Inner {
     path: PathBuf,
     writer: Mutex<Connection>,
     readers: Mutex<Vec<Connection>>,
+    /// Admits [`Store::read`]s, so at most [`READERS`] run at once on their connections
+    /// (kept open) instead of a burst opening and closing connections of its own.
+    read_permits: tokio::sync::Semaphore,
 }
 
-const MAX_IDLE_READERS: usize = 8;
+/// Read connections kept open, and async reads run at once. A bulk upload reads twice
+/// per file before parsing it: 50 files at once opened (and closed) dozens of
+/// connections, each a file open, a WAL map and fresh statements.
+const READERS: usize = 8;
 
 fn configure(conn: &Connection) -> rusqlite::Result<()> {
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
@@ -63,6 +69,7 @@ impl Store {
                 path: path.to_owned(),
                 writer: Mutex::new(writer),
                 readers: Mutex::new(Vec::new()),
+                read_permits: tokio::sync::Semaphore::new(READERS),
             }),
         })
     }
@@ -89,7 +96,7 @@ impl Store {
         let conn = self.reader()?;
         let out = f(&conn);
         let mut pool = self.inner.readers.lock();
-        if pool.len() < MAX_IDLE_READERS {
+        if pool.len() < READERS {
             pool.push(conn);
         }
         out
@@ -112,6 +119,12 @@ impl Store {
         &self,
         f: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
     ) -> Result<T> {
+        let _permit = self
+            .inner
+            .read_permits
+            .acquire()
+            .await
+            .map_err(|_| Error::Unavailable("the store is closed".into()))?;
         let this = self.clone();
         tokio::task::spawn_blocking(move || this.read_sync(f)).await?
     }
