@@ -90,10 +90,19 @@ fn bf16_available() -> bool {
 /// (384 × 1536 floats for MiniLM) within the caches.
 const MAX_BLOCK_ROWS: usize = 384;
 
+/// Passes of at most this many tokens are one block, on one thread: a search query's
+/// pass (a few tokens) takes about as long on one thread as on two, and it runs while a
+/// bulk pass is paused, so the other core is left to the rest of the server.
+const ONE_BLOCK_ROWS: usize = 48;
+
 /// Rows per block for `n` tokens on `threads` threads: at most [`MAX_BLOCK_ROWS`], a
 /// multiple of the threads in number of blocks (no thread idles at the end of a pass),
-/// and a multiple of 6 rows, the width of gemm's AVX2 kernel, where possible.
+/// and a multiple of 6 rows, the width of gemm's AVX2 kernel, where possible; one block
+/// for the smallest passes ([`ONE_BLOCK_ROWS`]).
 fn block_rows(n: usize, threads: usize) -> usize {
+    if n <= ONE_BLOCK_ROWS {
+        return n.max(1);
+    }
     let threads = threads.max(1);
     let blocks = n.div_ceil(MAX_BLOCK_ROWS).max(1).next_multiple_of(threads);
     n.div_ceil(blocks)
@@ -131,7 +140,8 @@ struct Token {
     segment: usize,
 }
 
-/// Activations of the packed batch, reused across layers and calls.
+/// Activations of the packed batch, reused across layers and calls. Each holds at
+/// least the rows of the current pass (it keeps the size of the largest pass so far).
 #[derive(Default)]
 struct Buffers {
     /// `tokens × hidden`: the residual stream.
@@ -140,6 +150,14 @@ struct Buffers {
     qkv: Vec<f32>,
     /// `tokens × hidden`: attention output before its projection.
     ctx: Vec<f32>,
+}
+
+/// The first `len` floats of `buf`, grown (never shrunk) to hold them.
+fn grown(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
+    if buf.len() < len {
+        buf.resize(len, 0.0);
+    }
+    &mut buf[..len]
 }
 
 thread_local! {
@@ -337,12 +355,14 @@ impl CpuBert {
         }
         let n = tokens.len();
         let block = block_rows(n, rayon::current_num_threads());
-        bufs.hidden.resize(n * h, 0.0);
-        bufs.qkv.resize(n * 3 * h, 0.0);
-        bufs.ctx.resize(n * h, 0.0);
         let simd = self.simd;
-
+        // Every row of the three is written before it is read, so the buffers only grow
+        // (zeroing tens of megabytes before each pass larger than the last one would
+        // stall the pass on one thread).
         let Buffers { hidden, qkv, ctx } = &mut *bufs;
+        let hidden = grown(hidden, n * h);
+        let qkv = grown(qkv, n * 3 * h);
+        let ctx = grown(ctx, n * h);
         // Embeddings and LayerNorm, then the first layer's Q, K, V, block by block.
         hidden
             .par_chunks_mut(block * h)

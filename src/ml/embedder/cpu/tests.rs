@@ -216,3 +216,20 @@ fn refuses_unknown_tokens_and_overlong_texts() {
     assert!(fast.embed(&[&[]], Pooling::Mean, &mut || {}).is_err());
     assert!(fast.embed(&[&[1; 40]], Pooling::Cls, &mut || {}).is_ok());
 }
+
+#[test]
+fn block_sizes_split_large_passes_evenly_and_keep_small_ones_whole() {
+    // A search query's pass is one block (one thread).
+    for n in [1, 7, ONE_BLOCK_ROWS] {
+        assert_eq!(block_rows(n, 2), n);
+    }
+    // Larger passes: blocks of at most MAX_BLOCK_ROWS, split between the threads.
+    for n in [ONE_BLOCK_ROWS + 1, 176, 1000, 5632, 8192] {
+        for threads in [1, 2, 4] {
+            let b = block_rows(n, threads);
+            assert!(b <= MAX_BLOCK_ROWS, "{n} rows, {threads} threads: {b}");
+            let blocks = n.div_ceil(b);
+            assert!(threads == 1 || blocks > 1, "{n} rows, {threads} threads: one block");
+        }
+    }
+}
