@@ -337,3 +337,46 @@ async fn bm25_finds_an_upload_as_soon_as_it_is_acknowledged() {
     let docs: u32 = metas.segments.iter().map(|s| s.num_docs()).sum();
     assert_eq!(docs, 6);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bm25_finds_every_file_of_a_bulk_upload_once_it_is_answered() {
+    // A bulk request's files are acknowledged together when it is answered (their
+    // groups share one full-text commit); every one of them must then be searchable.
+    let dir = tempfile::tempdir().unwrap();
+    let state = ragd::AppState::build(test_config(dir.path()))
+        .await
+        .unwrap();
+    for round in 0..3 {
+        let files: Vec<(String, Vec<u8>)> = (0..12)
+            .map(|i| {
+                let code = format!("QZV{round}X{i}K55");
+                (
+                    format!("batch-{round}-{i}.md"),
+                    format!("# Batch {round} item {i}\n\nThe order code is {code}.\n").into_bytes(),
+                )
+            })
+            .collect();
+        let r = state.kb.ingest_many(files, String::new()).await;
+        assert_eq!((r.successful, r.failed), (12, 0), "{r:?}");
+        for i in 0..12 {
+            let code = format!("QZV{round}X{i}K55");
+            let hits = state
+                .kb
+                .retrieve(SearchParams {
+                    query: code.to_lowercase(),
+                    top_k: 1,
+                    initial_k: 5,
+                    mode: RetrievalMode::Bm25,
+                })
+                .await
+                .unwrap()
+                .hits;
+            assert_eq!(
+                hits.first().map(|h| h.source.clone()),
+                Some(format!("batch-{round}-{i}.md")),
+                "BM25 did not see {code} after the bulk request was answered"
+            );
+        }
+    }
+    state.shutdown().await.unwrap();
+}

@@ -9,7 +9,7 @@ use futures::StreamExt as _;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::ingest::FileUpload;
+use super::ingest::{FileUpload, Ingested};
 use super::{IngestionResult, KnowledgeBase};
 use crate::error::{Error, Result};
 
@@ -59,12 +59,12 @@ impl KnowledgeBase {
     pub async fn ingest_many(&self, files: Vec<(String, Vec<u8>)>, section: String) -> BulkResult {
         let started = std::time::Instant::now();
         let total_files = files.len();
-        let outcomes: Vec<(String, Result<IngestionResult>)> = futures::stream::iter(files)
+        let ingested: Vec<(String, Result<Ingested>)> = futures::stream::iter(files)
             .map(|(filename, bytes)| {
                 let section = section.clone();
                 async move {
                     let r = self
-                        .ingest_file(FileUpload {
+                        .ingest_file_unacknowledged(FileUpload {
                             filename: filename.clone(),
                             bytes,
                             section,
@@ -76,6 +76,18 @@ impl KnowledgeBase {
             .buffered(FILES_IN_FLIGHT)
             .collect()
             .await;
+        // The files are answered together, so they become visible to searches together:
+        // their groups share one commit of the full-text index.
+        if let Some(g) = ingested
+            .iter()
+            .filter_map(|(_, r)| r.as_ref().ok()?.generation)
+            .max()
+        {
+            self.acknowledge(g);
+        }
+        let outcomes = ingested
+            .into_iter()
+            .map(|(name, r)| (name, r.map(|i| i.result)));
         let mut out = BulkResult {
             total_files,
             successful: 0,

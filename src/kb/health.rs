@@ -124,6 +124,13 @@ impl KnowledgeBase {
     }
 
     async fn check_vector_store(&self) -> Component {
+        // What ingestion has staged in the full-text index counts too: commit it first.
+        let ft = self.fulltext.clone();
+        match tokio::task::spawn_blocking(move || ft.commit_staged()).await {
+            Ok(Err(e)) => tracing::error!(error = %format!("{e:#}"), "health: committing the full-text index failed"),
+            Err(e) => tracing::error!(error = %e, "health: committing the full-text index failed"),
+            Ok(Ok(_)) => {}
+        }
         let counted = self.store.read(repo::count_chunks).await;
         let (healthy, detail) = match counted {
             Err(e) => {

@@ -7,6 +7,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
+use futures::{StreamExt as _, TryStreamExt as _};
 use serde_json::{json, Map};
 use sha2::{Digest, Sha256};
 
@@ -52,15 +53,14 @@ pub fn clean_filename(name: &str) -> Result<String> {
     Ok(base.to_owned())
 }
 
-/// A source parsed, chunked and tokenized: everything but its vectors.
+/// A source parsed and chunked: everything but its vectors (which went to the embedder
+/// as the chunks were made).
 pub(super) struct Prepared {
     pub title: String,
     pub chunks: Vec<RetrievalChunk>,
     pub languages: Vec<String>,
     /// Hash of each chunk's embedding input.
     pub hashes: Vec<String>,
-    /// Each distinct embedding input the stored version lacks: its hash and token ids.
-    pub to_embed: Vec<(String, Vec<u32>)>,
 }
 
 /// Where a source came from.
@@ -99,30 +99,67 @@ pub struct IngestSource {
     pub progress: Option<Progress>,
 }
 
-impl KnowledgeBase {
-    /// Ingests one uploaded file synchronously and reports what changed.
-    pub async fn ingest_file(&self, up: FileUpload) -> Result<IngestionResult> {
-        let filename = clean_filename(&up.filename)?;
+/// A source stored by [`KnowledgeBase::ingest_unacknowledged`], not yet reported to
+/// its client.
+pub(super) struct Ingested {
+    pub result: IngestionResult,
+    /// The store generation that holds it, when anything was written.
+    pub generation: Option<u64>,
+}
+
+impl FileUpload {
+    /// The upload as a source to ingest.
+    fn into_source(self) -> Result<IngestSource> {
+        let filename = clean_filename(&self.filename)?;
         let format =
             Format::for_filename(&filename).map_err(|e| Error::bad_request(e.to_string()))?;
-        self.ingest(IngestSource {
+        Ok(IngestSource {
             name: filename,
             source_type: SourceType::File,
             format,
-            bytes: up.bytes,
-            section: up.section,
+            bytes: self.bytes,
+            section: self.section,
             title_hint: None,
             check_duplicates: true,
             task: None,
             progress: None,
         })
-        .await
+    }
+}
+
+impl KnowledgeBase {
+    /// Ingests one uploaded file synchronously and reports what changed.
+    pub async fn ingest_file(&self, up: FileUpload) -> Result<IngestionResult> {
+        self.ingest(up.into_source()?).await
+    }
+
+    /// [`ingest_file`](Self::ingest_file) for one file of many answered together: its
+    /// client is told later, so the caller passes the generation to
+    /// [`acknowledge`](Self::acknowledge) when it answers.
+    pub(super) async fn ingest_file_unacknowledged(&self, up: FileUpload) -> Result<Ingested> {
+        self.ingest_unacknowledged(up.into_source()?).await
     }
 
     /// Parses, chunks, embeds and stores one source; a source is either written whole
     /// (SQLite, then both indexes) or not at all, and the answer comes once it is durable.
-    #[tracing::instrument(skip_all, fields(source = %src.name, bytes = src.bytes.len(), task = ?src.task))]
     pub async fn ingest(&self, src: IngestSource) -> Result<IngestionResult> {
+        let done = self.ingest_unacknowledged(src).await?;
+        if let Some(g) = done.generation {
+            self.acknowledge(g);
+        }
+        Ok(done.result)
+    }
+
+    /// Makes what the store holds up to `generation` visible to every search from now
+    /// on: call it when a client is told that its sources are stored.
+    pub(super) fn acknowledge(&self, generation: u64) {
+        self.writer.acknowledge(generation);
+    }
+
+    /// [`ingest`](Self::ingest) without telling the full-text index that a client knows
+    /// of the source yet.
+    #[tracing::instrument(skip_all, fields(source = %src.name, bytes = src.bytes.len(), task = ?src.task))]
+    pub(super) async fn ingest_unacknowledged(&self, src: IngestSource) -> Result<Ingested> {
         let started = std::time::Instant::now();
         let name = src.name.clone();
         let content_hash = sha256_hex(&src.bytes);
@@ -152,14 +189,21 @@ impl KnowledgeBase {
         if src.check_duplicates {
             if let Some(dup) = self.content_duplicate(&content_hash).await? {
                 tracing::info!(existing = %dup.0.source, "duplicate content; nothing written");
-                return Ok(duplicate_result(base, dup));
+                return Ok(Ingested {
+                    result: duplicate_result(base, dup),
+                    generation: None,
+                });
             }
         }
         // What the stored version already has is not embedded again.
         let mut vectors = self.stored_vectors(&name).await?;
 
+        // Parsing and embedding overlap: the chunks of each page go to the embedder as
+        // soon as the page is read (a whole file at once for formats without pages), so
+        // a long PDF's first passes run while its later pages are still being parsed.
         let t_parse = std::time::Instant::now();
-        let mut prepared = {
+        let (to_embed, batches) = tokio::sync::mpsc::unbounded_channel::<Vec<(String, Vec<u32>)>>();
+        let parse = async {
             let _permit = self
                 .parse_permits
                 .acquire()
@@ -171,7 +215,8 @@ impl KnowledgeBase {
             let known: HashSet<String> = vectors.keys().cloned().collect();
             let (n, format, bytes, hint) =
                 (name.clone(), src.format, src.bytes, src.title_hint.clone());
-            tokio::task::spawn_blocking(move || {
+            let progress = src.progress.clone();
+            let prepared = tokio::task::spawn_blocking(move || {
                 let input = PrepareInput {
                     name: &n,
                     format,
@@ -181,21 +226,37 @@ impl KnowledgeBase {
                     window,
                     title_hint: hint,
                 };
-                prepare(input, &known)
+                let mut sink = |batch| {
+                    // The receiver is gone only when ingestion has failed already.
+                    let _ = to_embed.send(batch);
+                };
+                let mut pages = |done: u32, of: u32| {
+                    if let Some(p) = &progress {
+                        p(0.4 * f64::from(done) / f64::from(of.max(done).max(1)))
+                    }
+                };
+                prepare(input, &known, &mut sink, &mut pages)
             })
-            .await??
+            .await??;
+            let parse_time = t_parse.elapsed();
+            self.timings.add(Stage::Parse, parse_time);
+            tracing::debug!(chunks = prepared.chunks.len(), "parsed and chunked");
+            report(0.4);
+            Ok::<_, Error>((prepared, parse_time))
         };
-        let parse_time = t_parse.elapsed();
-        self.timings.add(Stage::Parse, parse_time);
-        tracing::debug!(chunks = prepared.chunks.len(), "parsed and chunked");
-        report(0.4);
-
-        let t_embed = std::time::Instant::now();
-        let (hashes, seqs): (Vec<String>, Vec<Vec<u32>>) =
-            std::mem::take(&mut prepared.to_embed).into_iter().unzip();
-        let fresh = self.embedder.embed_bulk(seqs).await?;
-        vectors.extend(hashes.into_iter().zip(fresh));
-        let embed_time = t_embed.elapsed();
+        let embedder = &self.embedder;
+        let embed = tokio_stream::wrappers::UnboundedReceiverStream::new(batches)
+            .map(|batch| async move {
+                let (hashes, seqs): (Vec<String>, Vec<Vec<u32>>) = batch.into_iter().unzip();
+                let fresh = embedder.embed_bulk(seqs).await?;
+                Ok::<_, Error>(hashes.into_iter().zip(fresh).collect::<Vec<_>>())
+            })
+            .buffered(EMBED_REQUESTS_IN_FLIGHT)
+            .try_collect::<Vec<_>>();
+        let (parsed, embedded) = tokio::join!(parse, embed);
+        let (prepared, parse_time) = parsed?;
+        vectors.extend(embedded?.into_iter().flatten());
+        let embed_time = t_parse.elapsed().saturating_sub(parse_time);
         report(0.8);
 
         let t_store = std::time::Instant::now();
@@ -218,19 +279,32 @@ impl KnowledgeBase {
         let store_time = t_store.elapsed();
         report(1.0);
 
-        let (previous, added, updated, skipped, removed, first_chunk_id) = match written {
+        let (generation, previous, added, updated, skipped, removed, first_chunk_id) = match written
+        {
             Written::Duplicate(existing, first) => {
                 tracing::info!(existing = %existing.source, "duplicate content; nothing written");
-                return Ok(duplicate_result(base, (existing, first)));
+                return Ok(Ingested {
+                    result: duplicate_result(base, (existing, first)),
+                    generation: None,
+                });
             }
             Written::Stored {
+                generation,
                 previous,
                 added,
                 updated,
                 skipped,
                 removed,
                 first_chunk_id,
-            } => (previous, added, updated, skipped, removed, first_chunk_id),
+            } => (
+                generation,
+                previous,
+                added,
+                updated,
+                skipped,
+                removed,
+                first_chunk_id,
+            ),
         };
         let mut out = IngestionResult {
             title,
@@ -263,7 +337,10 @@ impl KnowledgeBase {
             elapsed_ms = started.elapsed().as_millis() as u64,
             "source ingested"
         );
-        Ok(out)
+        Ok(Ingested {
+            result: out,
+            generation: Some(generation),
+        })
     }
 
     /// The stored source named `name`, if any (for URL duplicate checks).
@@ -392,7 +469,7 @@ pub fn embedding_inputs(
         window,
         title_hint: None,
     };
-    let p = prepare(input, &HashSet::new())?;
+    let p = prepare(input, &HashSet::new(), &mut |_| {}, &mut |_, _| {})?;
     Ok(p.chunks
         .iter()
         .map(|c| searchable(&c.embed_input()))
@@ -410,78 +487,104 @@ struct PrepareInput<'a> {
     title_hint: Option<String>,
 }
 
-/// Parses, chunks and tokenizes on a blocking thread: everything ingestion needs before
-/// embedding. Inputs whose hash is in `known` (already embedded) are not tokenized.
-fn prepare(input: PrepareInput<'_>, known: &HashSet<String>) -> Result<Prepared> {
+/// Most embedding requests of one source in flight at once (one per page read).
+const EMBED_REQUESTS_IN_FLIGHT: usize = 64;
+
+/// Parses, chunks and tokenizes on a blocking thread: everything ingestion needs besides
+/// the vectors. The document is read page by page (formats without pages come whole):
+/// each page is cleaned and chunked as it comes, and the chunks it completes go to `sink`
+/// at once as `(hash, token ids)`, every distinct embedding input that `known` (the
+/// stored version's) lacks, so embedding overlaps parsing. `pages(done, of)` follows the
+/// pages read. Stored text stays true to the source: only whitespace and hyphenation are
+/// repaired.
+fn prepare(
+    input: PrepareInput<'_>,
+    known: &HashSet<String>,
+    sink: &mut dyn FnMut(Vec<(String, Vec<u32>)>),
+    pages: &mut dyn FnMut(u32, u32),
+) -> Result<Prepared> {
     let (name, counter) = (input.name, input.counter);
-    let mut doc = parse::parse(input.format, input.bytes, input.opts)
-        .map_err(|e| Error::bad_request(format!("{name}: {e}")))?;
-    // Stored text stays true to the source: only whitespace and hyphenation are repaired.
-    parse::clean::clean_document(
-        &mut doc,
-        parse::clean::CleanOptions {
-            remove_urls: false,
-            normalize_arabic: false,
-        },
-    );
-    let chunks = chunk::for_retrieval(&doc, counter, input.window);
+    let clean = parse::clean::CleanOptions {
+        remove_urls: false,
+        normalize_arabic: false,
+    };
+    let paged = input.format.pages.is_some();
+    let mut chunker = chunk::Chunker::new(counter, input.window);
+    let mut chunks: Vec<RetrievalChunk> = Vec::new();
+    let mut hashes: Vec<String> = Vec::new();
+    let mut seen: HashSet<String> = HashSet::new();
+    // Hashes the chunks not hashed yet and sends those to embed.
+    let mut send = |chunks: &[RetrievalChunk], hashes: &mut Vec<String>| -> Result<()> {
+        let mut batch = Vec::new();
+        for c in &chunks[hashes.len()..] {
+            let raw = c.embed_input();
+            let text = searchable(&raw);
+            let hash = sha256_hex(text.as_bytes());
+            if !known.contains(&hash) && seen.insert(hash.clone()) {
+                // The chunker's ids stand where the searchable form is the input itself.
+                let ids = if text == raw && !c.tokens.is_empty() {
+                    debug_assert_eq!(c.tokens, counter.encode(&text)?, "chunker ids differ");
+                    c.tokens.clone()
+                } else {
+                    counter.encode(&text)?
+                };
+                batch.push((hash.clone(), ids));
+            }
+            hashes.push(hash);
+        }
+        if !batch.is_empty() {
+            sink(batch);
+        }
+        Ok(())
+    };
+    let (mut title, mut total, mut any_text) = (None, 0, false);
+    let mut failed = None;
+    parse::for_each_page(input.format, input.bytes, input.opts, &mut |event| {
+        match event {
+            parse::PageEvent::Opened(info) => {
+                title = info.title;
+                total = info.pages;
+            }
+            parse::PageEvent::Page { number, mut blocks } => {
+                // A paged reader gives the metadata title only; the whole-file parse
+                // falls back to the first heading of page 1 (before cleaning).
+                if paged && number == 1 && title.is_none() {
+                    title = parse::pdf::heading_title(&blocks);
+                }
+                for b in &mut blocks {
+                    any_text |= !b.text.trim().is_empty();
+                    parse::clean::clean_block(b, clean);
+                    if parse::clean::keeps(b) {
+                        chunker.push(b, &mut chunks);
+                    }
+                }
+                if let Err(e) = send(&chunks, &mut hashes) {
+                    failed = Some(e);
+                    return std::ops::ControlFlow::Break(());
+                }
+                pages(number, total);
+            }
+        }
+        std::ops::ControlFlow::Continue(())
+    })
+    .map_err(|e| Error::bad_request(format!("{name}: {e}")))?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    if !any_text {
+        return Err(Error::bad_request(format!(
+            "{name}: {}",
+            parse::ParseError::Empty
+        )));
+    }
+    chunker.finish(&mut chunks);
     if chunks.is_empty() {
         return Err(Error::bad_request(format!("{name}: no text to index")));
     }
-    let sample: String = chunks
-        .iter()
-        .take(20)
-        .map(|c| c.text.as_str())
-        .collect::<Vec<_>>()
-        .join("\n");
-    // The document's language is needed only for chunks too short to tell.
-    let doc_lang = std::cell::OnceCell::new();
-    let languages = chunks
-        .iter()
-        .map(|c| {
-            language::detect(&c.text, language::CHUNK_CONFIDENCE).unwrap_or_else(|| {
-                doc_lang
-                    .get_or_init(|| {
-                        language::detect(&sample, language::DOCUMENT_CONFIDENCE)
-                            .unwrap_or_else(|| language::UNDETERMINED.into())
-                    })
-                    .clone()
-            })
-        })
-        .collect();
-    // The chunker's ids stand where the searchable form is the embedding input itself.
-    let inputs: Vec<(String, bool)> = chunks
-        .iter()
-        .map(|c| {
-            let raw = c.embed_input();
-            let text = searchable(&raw);
-            let same = text == raw;
-            (text, same)
-        })
-        .collect();
-    let hashes: Vec<String> = inputs
-        .iter()
-        .map(|(t, _)| sha256_hex(t.as_bytes()))
-        .collect();
-    let mut seen = HashSet::new();
-    let to_embed = hashes
-        .iter()
-        .zip(&inputs)
-        .zip(&chunks)
-        .filter(|((h, _), _)| !known.contains(*h) && seen.insert(h.as_str()))
-        .map(|((h, (text, same)), c)| {
-            let ids = if *same && !c.tokens.is_empty() {
-                debug_assert_eq!(c.tokens, counter.encode(text)?, "chunker ids differ");
-                c.tokens.clone()
-            } else {
-                counter.encode(text)?
-            };
-            Ok((h.clone(), ids))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let title = doc
-        .title
-        .clone()
+    send(&chunks, &mut hashes)?;
+    let languages = languages(&chunks);
+    let title = title
+        .map(|t| parse::clean::clean(&t, clean))
         .or(input.title_hint)
         .unwrap_or_else(|| file_stem(name));
     Ok(Prepared {
@@ -489,8 +592,32 @@ fn prepare(input: PrepareInput<'_>, known: &HashSet<String>) -> Result<Prepared>
         chunks,
         languages,
         hashes,
-        to_embed,
     })
+}
+
+/// Each chunk's language; a chunk too short to tell takes the document's (detected on
+/// its first 20 chunks, only when needed).
+fn languages(chunks: &[RetrievalChunk]) -> Vec<String> {
+    let doc_lang = std::cell::OnceCell::new();
+    chunks
+        .iter()
+        .map(|c| {
+            language::detect(&c.text, language::CHUNK_CONFIDENCE).unwrap_or_else(|| {
+                doc_lang
+                    .get_or_init(|| {
+                        let sample: String = chunks
+                            .iter()
+                            .take(20)
+                            .map(|c| c.text.as_str())
+                            .collect::<Vec<_>>()
+                            .join("\n");
+                        language::detect(&sample, language::DOCUMENT_CONFIDENCE)
+                            .unwrap_or_else(|| language::UNDETERMINED.into())
+                    })
+                    .clone()
+            })
+        })
+        .collect()
 }
 
 /// `file_type` metadata: the extension without its dot (`html` for scraped pages).

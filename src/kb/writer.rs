@@ -4,16 +4,19 @@
 //! index, and the group's documents staged in the full-text index. Each caller is
 //! answered once the transaction is committed, so nothing is acknowledged before it is
 //! durable; the chunks of a bulk request, a ZIP, a burst of uploads and background tasks
-//! share the commits. The full-text index is committed after the answers, when no group
-//! is waiting (or every [`MAX_STAGED`]): it is derived from the store and rebuilt from it
-//! when a crash leaves it behind, and a search commits what is staged before it reads.
+//! share the commits. The full-text index is derived from the store (and rebuilt from it
+//! when a crash leaves it behind), so it is committed off the answers' path: once a
+//! client has been told of a change ([`GroupWriter::acknowledge`]), or every
+//! [`MAX_STAGED`] while changes keep coming. A bulk request is acknowledged when all its
+//! files are stored, so its groups share one commit instead of one each; a search that
+//! comes before that commit makes it itself (see `retrieval::fulltext`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use tokio::sync::oneshot;
 
 use super::ingest::{build_rows, Prepared, SourceType};
@@ -30,8 +33,8 @@ const MAX_GROUP_SOURCES: usize = 256;
 const MAX_GROUP_CHUNKS: usize = 16_384;
 /// How long the writer waits for more sources once one has arrived: the sources of one
 /// embedding pass finish together and arrive within moments of each other.
-const LINGER: Duration = Duration::from_millis(2);
-/// Longest the full-text index holds staged documents while groups keep coming.
+const LINGER: Duration = Duration::from_micros(500);
+/// Longest the full-text index holds staged documents that nobody has been told of.
 const MAX_STAGED: Duration = Duration::from_secs(1);
 
 /// One parsed and embedded source, ready to store.
@@ -52,8 +55,10 @@ pub(super) struct SourceWrite {
 
 /// What storing a source did.
 pub(super) enum Written {
-    /// Stored (new, or updated in place when `previous` is set).
+    /// Stored (new, or updated in place when `previous` is set) as of store generation
+    /// `generation`.
     Stored {
+        generation: u64,
         previous: Option<SourceRow>,
         added: usize,
         updated: usize,
@@ -71,6 +76,13 @@ struct Pending {
     span: tracing::Span,
 }
 
+/// What the writer thread is asked to do.
+enum Msg {
+    Write(Pending),
+    /// A client was told of changes: make them visible to full-text searches.
+    Show,
+}
+
 /// Everything a group is written to.
 pub(super) struct Targets {
     pub store: Store,
@@ -83,17 +95,28 @@ pub(super) struct Targets {
 
 /// The handle to the writer thread; the thread ends when the handle is dropped.
 pub(super) struct GroupWriter {
-    tx: Sender<Pending>,
+    tx: Sender<Msg>,
+    fulltext: Arc<FullTextIndex>,
 }
 
 impl GroupWriter {
     /// Starts the writer thread.
     pub(super) fn start(targets: Targets) -> std::io::Result<Self> {
         let (tx, rx) = crossbeam_channel::unbounded();
+        let fulltext = targets.fulltext.clone();
         std::thread::Builder::new()
             .name("ragd-writer".into())
             .spawn(move || run(rx, targets))?;
-        Ok(Self { tx })
+        Ok(Self { tx, fulltext })
+    }
+
+    /// Records that a client has been told of the changes up to `generation`: searches
+    /// see them from now on, and the writer commits them to the full-text index soon.
+    pub(super) fn acknowledge(&self, generation: u64) {
+        self.fulltext.require(generation);
+        if self.fulltext.behind() {
+            let _ = self.tx.send(Msg::Show);
+        }
     }
 
     /// Stores `write` with whatever else is waiting; answers once it is durable.
@@ -105,24 +128,47 @@ impl GroupWriter {
             span: tracing::Span::current(),
         };
         self.tx
-            .send(pending)
+            .send(Msg::Write(pending))
             .map_err(|_| Error::Unavailable("the writer has stopped".into()))?;
         rx.await
             .map_err(|_| Error::Internal(anyhow::anyhow!("the writer stopped mid-write")))?
     }
 }
 
-fn run(rx: Receiver<Pending>, t: Targets) {
+fn run(rx: Receiver<Msg>, t: Targets) {
+    // When the full-text index first held changes not yet committed.
     let mut staged_since: Option<Instant> = None;
-    while let Ok(first) = rx.recv() {
+    loop {
+        let msg = match staged_since {
+            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            Some(since) => rx.recv_deadline(since + MAX_STAGED),
+        };
+        let first = match msg {
+            Ok(Msg::Write(p)) => p,
+            Ok(Msg::Show) => {
+                if t.fulltext.behind() {
+                    commit_fulltext(&t);
+                    staged_since = None;
+                }
+                continue;
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                commit_fulltext(&t);
+                staged_since = None;
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
         let mut chunks = first.write.prepared.chunks.len();
         let mut group = vec![first];
         while group.len() < MAX_GROUP_SOURCES && chunks < MAX_GROUP_CHUNKS {
             match rx.recv_timeout(LINGER) {
-                Ok(p) => {
+                Ok(Msg::Write(p)) => {
                     chunks += p.write.prepared.chunks.len();
                     group.push(p);
                 }
+                // Looked at after the group (`behind`).
+                Ok(Msg::Show) => {}
                 Err(_) => break,
             }
         }
@@ -166,7 +212,7 @@ fn run(rx: Receiver<Pending>, t: Targets) {
         drop(lock);
         drop(entered);
         let since = *staged_since.get_or_insert(started);
-        if rx.is_empty() || since.elapsed() >= MAX_STAGED {
+        if t.fulltext.behind() || since.elapsed() >= MAX_STAGED {
             commit_fulltext(&t);
             staged_since = None;
         }
@@ -272,7 +318,17 @@ fn write_group(t: &Targets, writes: &[SourceWrite]) -> Result<Vec<Result<Written
             "group written"
         );
     }
-    Ok(outcomes.into_iter().map(|o| o.map(|(w, _)| w)).collect())
+    Ok(outcomes
+        .into_iter()
+        .map(|o| {
+            o.map(|(mut w, _)| {
+                if let Written::Stored { generation: g, .. } = &mut w {
+                    *g = generation;
+                }
+                w
+            })
+        })
+        .collect())
 }
 
 /// One source inside the group's transaction.
@@ -316,6 +372,8 @@ fn write_source(
     repo::upsert_source(tx, &source)?;
     let diff = repo::replace_chunks(tx, &source.id, &rows)?;
     let written = Written::Stored {
+        // Set once the group's transaction has its generation.
+        generation: 0,
         previous,
         added: diff.added,
         updated: diff.updated,

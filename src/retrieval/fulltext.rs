@@ -3,11 +3,13 @@
 //!
 //! Ingestion stages its changes ([`FullTextIndex::stage`]) and commits them later, off
 //! the path of its answer: the store is what makes a source durable, and this index is
-//! rebuilt from it when a crash leaves it behind. A search commits what is staged before
-//! it reads, so it sees every change made before it started.
+//! rebuilt from it when a crash leaves it behind. Once a change has been acknowledged to
+//! a client ([`FullTextIndex::require`]), a search that finds the last commit older than
+//! it commits what is staged before it reads, so it sees every acknowledged change; the
+//! sources of a bulk request still being ingested need no commit of their own.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 use tantivy::collector::TopDocs;
@@ -40,6 +42,10 @@ pub struct FullTextIndex {
     writer: Mutex<Staging>,
     /// Whether changes are staged but not committed (read without the lock).
     dirty: AtomicBool,
+    /// Generation of the newest commit: what searches see.
+    visible: AtomicU64,
+    /// Newest generation acknowledged to a client: searches must see it.
+    wanted: AtomicU64,
     index: Index,
 }
 
@@ -101,6 +107,8 @@ impl FullTextIndex {
                 staged: None,
             }),
             dirty: AtomicBool::new(false),
+            visible: AtomicU64::new(on_disk.generation.unwrap_or(0)),
+            wanted: AtomicU64::new(0),
             index: o.index,
         };
         Ok((this, on_disk))
@@ -159,6 +167,18 @@ impl FullTextIndex {
         Ok(())
     }
 
+    /// Marks the changes up to `generation` as acknowledged: searches from now on see
+    /// them (committing what is staged first if need be).
+    pub fn require(&self, generation: u64) {
+        self.wanted.fetch_max(generation, Ordering::AcqRel);
+    }
+
+    /// Whether an acknowledged change is staged but not yet committed.
+    pub fn behind(&self) -> bool {
+        self.visible.load(Ordering::Acquire) < self.wanted.load(Ordering::Acquire)
+            && self.dirty.load(Ordering::Acquire)
+    }
+
     /// Commits what is staged, if anything, and makes it visible to searches. Returns
     /// whether there was anything to commit.
     pub fn commit_staged(&self) -> anyhow::Result<bool> {
@@ -171,6 +191,7 @@ impl FullTextIndex {
         };
         tantivy_index::commit(&mut s.writer, generation)?;
         s.staged = None;
+        self.visible.fetch_max(generation, Ordering::AcqRel);
         // Reloaded before `dirty` is cleared: a search that finds it clear must find the
         // commit in the reader. Both under the lock, so a stage that follows sets it again.
         self.reader.reload()?;
@@ -191,10 +212,12 @@ impl FullTextIndex {
 
     /// BM25 search over chunk text: `(key, score)` best first.
     pub fn search(&self, query: &str, limit: usize) -> anyhow::Result<Vec<(u64, f32)>> {
-        // Read your writes: what was staged before this search is committed first. If
+        // Read your writes: an acknowledged change still staged is committed first. If
         // that fails (a full disk), the search still answers from the last commit.
-        if let Err(e) = self.commit_staged() {
-            tracing::error!(error = %format!("{e:#}"), "committing the full-text index failed");
+        if self.behind() {
+            if let Err(e) = self.commit_staged() {
+                tracing::error!(error = %format!("{e:#}"), "committing the full-text index failed");
+            }
         }
         let searcher = self.reader.searcher();
         // Any term may match (BM25 ranks documents with more and rarer terms first);
@@ -256,7 +279,7 @@ mod tests {
     }
 
     #[test]
-    fn a_search_sees_what_was_staged_before_it_and_commits_it() {
+    fn a_search_sees_what_was_acknowledged_before_it_and_commits_it() {
         let dir = tempfile::tempdir().unwrap();
         let (ft, _) = FullTextIndex::open(dir.path()).unwrap();
         let doc = |key, text| FtDoc {
@@ -267,6 +290,7 @@ mod tests {
         ft.apply(&[], &[doc(1, "torque wrench")], 1).unwrap();
         ft.stage(&[], &[doc(2, "password reset steps")], 2).unwrap();
         ft.stage(&[1], &[], 3).unwrap();
+        ft.require(3);
         // Nothing of the two stages is committed yet: the reader still has key 1 only.
         assert_eq!(ft.len(), 1);
         assert_eq!(ft.search("password", 5).unwrap()[0].0, 2);
@@ -281,6 +305,35 @@ mod tests {
                 count: 1
             }
         );
+    }
+
+    #[test]
+    fn a_search_commits_only_what_was_acknowledged() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ft, _) = FullTextIndex::open(dir.path()).unwrap();
+        let doc = |key, text| FtDoc {
+            key,
+            chunk_id: "c",
+            text,
+        };
+        ft.apply(&[], &[doc(1, "torque wrench")], 1).unwrap();
+        ft.stage(&[], &[doc(2, "password reset steps")], 2).unwrap();
+        // Staged, but no client has been told of it: searches need not see it, and
+        // do not pay for a commit.
+        assert!(!ft.behind());
+        assert!(ft.search("password", 5).unwrap().is_empty());
+        assert_eq!(ft.len(), 1);
+        // Once acknowledged, the next search commits it first.
+        ft.require(2);
+        assert!(ft.behind());
+        assert_eq!(ft.search("password", 5).unwrap()[0].0, 2);
+        assert!(!ft.behind());
+        // A later staged change is not searched for by an older acknowledgement.
+        ft.stage(&[2], &[], 3).unwrap();
+        assert!(!ft.behind());
+        assert_eq!(ft.search("password", 5).unwrap()[0].0, 2);
+        ft.require(3);
+        assert!(ft.search("password", 5).unwrap().is_empty());
     }
 
     #[test]
