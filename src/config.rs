@@ -33,7 +33,7 @@ pub struct Config {
     pub embed_batch_tokens: usize,
     /// Arithmetic of the embedder's and reranker's CPU forward pass
     /// (`RAGD_EMBED_PRECISION`): `auto` (the fastest this CPU offers within the accuracy
-    /// bounds), `f32` (the exact reference path), `bf16` or `int8`.
+    /// bounds), `f32` (the exact reference path), `bf16`, `int8` or `int16`.
     pub embed_precision: crate::ml::Precision,
     /// Most embedding requests waiting at once; beyond it requests fail fast (429).
     pub embed_queue_capacity: usize,

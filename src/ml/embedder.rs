@@ -24,7 +24,7 @@ use super::{Embedder, MlError};
 pub enum Precision {
     /// The fastest this CPU offers within the accuracy bounds (cosine >= 0.999 to the
     /// reference): int8 where the CPU has AVX-512 VNNI, else bf16 products where it has
-    /// AVX-512 BF16, else f32.
+    /// AVX-512 BF16, else i16 products where it has AVX2, else f32.
     #[default]
     Auto,
     /// f32 everywhere: the exact reference path.
@@ -35,6 +35,8 @@ pub enum Precision {
     /// activations (blocks of 32) on the LLM's quantized kernels (AVX2); bf16 or f32
     /// where the CPU has neither.
     Int8,
+    /// i16 products, one scale per row and per column (AVX2; f32 on CPUs without it).
+    Int16,
 }
 
 impl std::str::FromStr for Precision {
@@ -45,7 +47,8 @@ impl std::str::FromStr for Precision {
             "f32" => Ok(Self::F32),
             "bf16" => Ok(Self::Bf16),
             "int8" => Ok(Self::Int8),
-            other => Err(format!("{other:?}: expected auto, f32, bf16 or int8")),
+            "int16" => Ok(Self::Int16),
+            other => Err(format!("{other:?}: expected auto, f32, bf16, int8 or int16")),
         }
     }
 }

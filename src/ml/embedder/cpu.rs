@@ -8,6 +8,8 @@ mod attention;
 #[cfg(target_arch = "x86_64")]
 mod bf16;
 #[cfg(target_arch = "x86_64")]
+mod int16;
+#[cfg(target_arch = "x86_64")]
 mod int8;
 mod kernels;
 mod matmul;
@@ -37,6 +39,9 @@ pub(crate) enum Arithmetic {
     /// int8 products in blocks of 64 inputs (i8 weights, u8 activations with a zero
     /// point), AVX-512 VNNI.
     Int8,
+    /// i16 products (one scale per row and per column, over a thousand levels each),
+    /// AVX2: the fast path of CPUs without AVX-512 VNNI or BF16.
+    Int16,
     /// Q8_0 weights and activations (blocks of 32, one scale each), integer dot products
     /// on the LLM's quantized kernels of this tier: int8 on CPUs without AVX-512 VNNI.
     Q8(crate::ml::quant::Tier),
@@ -48,14 +53,16 @@ impl Arithmetic {
         use crate::ml::quant::Tier;
         // Measured on Zen 4 (MiniLM-L6, 176-token passages, `scripts/bench_embedder.sh`):
         // int8 in blocks of 64 is the fastest and within the accuracy bound (worst cosine
-        // to the reference 0.9994), so `auto` prefers it; then bf16 (0.99997), then f32.
-        // Q8_0 on the LLM's kernels is no faster than bf16 there, so only an explicit
+        // to the reference 0.9994), so `auto` prefers it; then bf16 (0.99997). On Zen 3
+        // (AVX2, no AVX-512) i16 products are the fastest (docs/embedder.md), then f32.
+        // Q8_0 on the LLM's kernels is slower than both there, so only an explicit
         // `int8` on a CPU without AVX-512 VNNI takes it.
         match precision {
             Precision::F32 => Arithmetic::F32,
             Precision::Auto | Precision::Int8 if int8_available() => Arithmetic::Int8,
             Precision::Int8 if Tier::detect() != Tier::Scalar => Arithmetic::Q8(Tier::detect()),
-            _ if bf16_available() => Arithmetic::Bf16,
+            Precision::Auto | Precision::Bf16 if bf16_available() => Arithmetic::Bf16,
+            Precision::Auto | Precision::Int16 if int16_available() => Arithmetic::Int16,
             _ => Arithmetic::F32,
         }
     }
@@ -66,6 +73,7 @@ impl Arithmetic {
             Arithmetic::F32 => "f32",
             Arithmetic::Bf16 => "bf16",
             Arithmetic::Int8 => "int8",
+            Arithmetic::Int16 => "int16",
             Arithmetic::Q8(_) => "q8_0",
         }
     }
@@ -74,6 +82,13 @@ impl Arithmetic {
 fn int8_available() -> bool {
     #[cfg(target_arch = "x86_64")]
     return int8::available();
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+fn int16_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return int16::available();
     #[cfg(not(target_arch = "x86_64"))]
     false
 }

@@ -201,6 +201,7 @@ fn rounded_arithmetics_stay_close_to_candle() {
     for arithmetic in [
         Arithmetic::pick(Precision::Bf16),
         Arithmetic::pick(Precision::Int8),
+        Arithmetic::pick(Precision::Int16),
     ] {
         compare(128, 4, None, arithmetic, 3e-2);
     }

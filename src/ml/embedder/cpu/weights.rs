@@ -14,6 +14,8 @@ use std::cell::RefCell;
 #[cfg(target_arch = "x86_64")]
 use super::bf16::PackedBf16;
 #[cfg(target_arch = "x86_64")]
+use super::int16::PackedI16;
+#[cfg(target_arch = "x86_64")]
 use super::int8::PackedI8;
 use super::matmul::{matmul, Mat, MatMut};
 use super::Arithmetic;
@@ -35,6 +37,9 @@ pub(super) enum Matrix {
     /// Quantized to i8 in blocks of 64 inputs and packed.
     #[cfg(target_arch = "x86_64")]
     I8(PackedI8),
+    /// Quantized to i16, one scale per column, and packed.
+    #[cfg(target_arch = "x86_64")]
+    I16(PackedI16),
     /// Quantized to Q8_0 (blocks of 32 with one scale) for the int8 kernels of `tier`;
     /// activations are quantized the same way per token.
     Q8(PackedMatrix, Tier),
@@ -69,6 +74,8 @@ impl Linear {
             Matrix::Bf16(w) => w.product(x, y, accumulate),
             #[cfg(target_arch = "x86_64")]
             Matrix::I8(w) => w.product(x, y, accumulate),
+            #[cfg(target_arch = "x86_64")]
+            Matrix::I16(w) => w.product(x, y, accumulate),
             Matrix::Q8(w, tier) => {
                 let rows = x.len() / self.inp;
                 Q8_SCRATCH.with(|cell| {
@@ -109,6 +116,12 @@ impl Linear {
                     self.weight = Matrix::I8(p);
                 } else if let Some(p) = PackedBf16::pack(w, self.inp, self.out) {
                     self.weight = Matrix::Bf16(p);
+                }
+            }
+            #[cfg(target_arch = "x86_64")]
+            (Arithmetic::Int16, Matrix::F32(w)) => {
+                if let Some(p) = PackedI16::pack(w, self.inp, self.out) {
+                    self.weight = Matrix::I16(p);
                 }
             }
             #[cfg(target_arch = "x86_64")]
