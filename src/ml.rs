@@ -12,7 +12,7 @@ pub mod quant;
 pub mod reranker;
 pub mod simd;
 
-pub use embed_worker::{EmbedHandle, EmbedWorkerOptions};
+pub use embed_worker::{BulkExpected, EmbedHandle, EmbedWorkerOptions};
 pub use embedder::{BertEmbedder, Precision, TokenCounter};
 pub use llm::{LlmEngine, LlmHandle, LlmWorkerOptions};
 pub use models::Models;

@@ -185,18 +185,25 @@ impl KnowledgeBase {
                 f(p)
             }
         };
-        // An early check saves parsing and embedding; the writer checks again.
-        if src.check_duplicates {
-            if let Some(dup) = self.content_duplicate(&content_hash).await? {
+        // This source's chunks are on their way to the embedder until it is parsed: a
+        // pass that would not be full waits a little for them (and for the other files
+        // of the same upload) rather than running nearly empty.
+        let expected = self.embedder.expect_bulk();
+        // An early duplicate check saves parsing and embedding (the writer checks again),
+        // and what the stored version already has is not embedded again.
+        let mut vectors = match self
+            .stored_state(&name, src.check_duplicates.then(|| content_hash.clone()))
+            .await?
+        {
+            Stored::Duplicate(dup) => {
                 tracing::info!(existing = %dup.0.source, "duplicate content; nothing written");
                 return Ok(Ingested {
                     result: duplicate_result(base, dup),
                     generation: None,
                 });
             }
-        }
-        // What the stored version already has is not embedded again.
-        let mut vectors = self.stored_vectors(&name).await?;
+            Stored::Vectors(v) => v,
+        };
 
         // Parsing and embedding overlap: the chunks of each page go to the embedder as
         // soon as the page is read (a whole file at once for formats without pages), so
@@ -238,6 +245,7 @@ impl KnowledgeBase {
                 prepare(input, &known, &mut sink, &mut pages)
             })
             .await??;
+            drop(expected);
             let parse_time = t_parse.elapsed();
             self.timings.add(Stage::Parse, parse_time);
             tracing::debug!(chunks = prepared.chunks.len(), "parsed and chunked");
@@ -359,32 +367,31 @@ impl KnowledgeBase {
             .await
     }
 
-    async fn content_duplicate(&self, hash: &str) -> Result<Option<(SourceRow, Option<String>)>> {
-        let hash = hash.to_owned();
+    /// In one read: the source holding content `hash` if one does (when asked), else the
+    /// vectors of the source stored as `name`, by text hash (none when it is new).
+    async fn stored_state(&self, name: &str, hash: Option<String>) -> Result<Stored> {
+        let name = name.to_owned();
         self.store
             .read(move |c| {
-                Ok(match repo::source_by_hash(c, &hash)? {
-                    Some(s) => {
-                        let first = repo::first_chunk_id(c, &s.id)?;
-                        Some((s, first))
-                    }
-                    None => None,
-                })
-            })
-            .await
-    }
-
-    async fn stored_vectors(&self, source: &str) -> Result<HashMap<String, Vec<f32>>> {
-        let source = source.to_owned();
-        self.store
-            .read(move |c| {
-                Ok(match repo::source_by_name(c, &source)? {
+                if let Some(dup) = hash.map(|h| repo::source_by_hash(c, &h)).transpose()?.flatten() {
+                    let first = repo::first_chunk_id(c, &dup.id)?;
+                    return Ok(Stored::Duplicate((dup, first)));
+                }
+                Ok(Stored::Vectors(match repo::source_by_name(c, &name)? {
                     Some(s) => repo::vectors_by_hash(c, &s.id)?,
                     None => HashMap::new(),
-                })
+                }))
             })
             .await
     }
+}
+
+/// What the store already holds of a source about to be ingested.
+enum Stored {
+    /// Another source holds the same content, and its first chunk.
+    Duplicate((SourceRow, Option<String>)),
+    /// The vectors of the stored version, by text hash.
+    Vectors(HashMap<String, Vec<f32>>),
 }
 
 /// Rows of a source's chunks, each with its vector from `vectors` (by text hash).

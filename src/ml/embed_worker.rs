@@ -3,13 +3,15 @@
 //! (ingestion). Each forward pass takes sequences from the front of the bulk queue until
 //! a token budget is full, so the chunks of many sources share passes and a large request
 //! spans several. An interactive request that arrives during a bulk pass runs between
-//! two of its layers. A full interactive queue is an immediate [`MlError::Overloaded`];
+//! two of its layers. Callers announce bulk work that is on its way
+//! ([`EmbedHandle::expect_bulk`]: a source being parsed), so a pass that would not be
+//! full waits for it a little longer rather than running nearly empty. A full interactive queue is an immediate [`MlError::Overloaded`];
 //! bulk callers wait for room instead (backpressure on ingestion, never an error).
 
 mod batch;
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex};
@@ -95,6 +97,8 @@ pub struct EmbedStats {
 
 struct Shared {
     queues: Mutex<Queues>,
+    /// Bulk work announced and not yet queued in full ([`BulkExpected`] guards alive).
+    expected: AtomicUsize,
     wake: Condvar,
     bulk_room: Arc<Semaphore>,
     opts: EmbedWorkerOptions,
@@ -131,6 +135,22 @@ pub struct EmbedHandle {
     owner: Arc<Owner>,
 }
 
+/// Bulk work announced by [`EmbedHandle::expect_bulk`]; dropping it says that all of it
+/// has been queued (or will not come).
+pub struct BulkExpected {
+    owner: Arc<Owner>,
+}
+
+impl Drop for BulkExpected {
+    fn drop(&mut self) {
+        let shared = &self.owner.shared;
+        // Under the queues' lock, so a worker deciding how long to wait sees it.
+        let _q = shared.queues.lock();
+        shared.expected.fetch_sub(1, Ordering::AcqRel);
+        shared.wake.notify_one();
+    }
+}
+
 /// Whose work a request is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Priority {
@@ -149,6 +169,7 @@ impl EmbedHandle {
         };
         let shared = Arc::new(Shared {
             queues: Mutex::new(Queues::default()),
+            expected: AtomicUsize::new(0),
             wake: Condvar::new(),
             bulk_room: Arc::new(Semaphore::new(opts.bulk_capacity)),
             opts,
@@ -181,6 +202,16 @@ impl EmbedHandle {
         rx.instrument(tracing::debug_span!("await_embedding"))
             .await
             .map_err(|_| MlError::WorkerGone)?
+    }
+
+    /// Announces bulk work on its way (a source being parsed, whose chunks will come to
+    /// [`embed_bulk`](Self::embed_bulk)) until the guard is dropped: meanwhile a bulk pass
+    /// that would not be full waits longer for more (see `batch::linger`).
+    pub fn expect_bulk(&self) -> BulkExpected {
+        self.shared().expected.fetch_add(1, Ordering::AcqRel);
+        BulkExpected {
+            owner: self.owner.clone(),
+        }
     }
 
     /// Embeds token sequences from [`TokenCounter::encode`] (in order) as bulk work,
