@@ -5,8 +5,9 @@
 //! spans several. An interactive request that arrives during a bulk pass runs between
 //! two of its layers. Callers announce bulk work that is on its way
 //! ([`EmbedHandle::expect_bulk`]: a source being parsed), so a pass that would not be
-//! full waits for it a little longer rather than running nearly empty. A full interactive queue is an immediate [`MlError::Overloaded`];
-//! bulk callers wait for room instead (backpressure on ingestion, never an error).
+//! full waits for it a little longer rather than running nearly empty. A full
+//! interactive queue is an immediate [`MlError::Overloaded`]; bulk callers wait for room
+//! instead (backpressure on ingestion, never an error).
 
 mod batch;
 

@@ -167,6 +167,15 @@ struct Buffers {
     ctx: Vec<f32>,
 }
 
+/// The rows of a product of rows `x` (`inp` wide) into `y` (`out` wide); panics when the
+/// two do not hold the same whole number of rows (a bug in the caller).
+fn product_rows(x: &[f32], y: &[f32], inp: usize, out: usize) -> usize {
+    let rows = x.len() / inp;
+    assert_eq!(x.len(), rows * inp, "activation shape");
+    assert_eq!(y.len(), rows * out, "output shape");
+    rows
+}
+
 /// The first `len` floats of `buf`, grown (never shrunk) to hold them.
 fn grown(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
     if buf.len() < len {

@@ -86,9 +86,7 @@ impl PackedBf16 {
     /// `y = x · W` (`y += x · W` when `accumulate`) for rows `x` (`inp` wide) into `y`
     /// (`out` wide).
     pub(super) fn product(&self, x: &[f32], y: &mut [f32], accumulate: bool) {
-        let rows = x.len() / self.inp;
-        assert_eq!(x.len(), rows * self.inp, "activation shape");
-        assert_eq!(y.len(), rows * self.out, "output shape");
+        let rows = super::product_rows(x, y, self.inp, self.out);
         let tiles = rows.div_ceil(MR);
         ROUNDED.with(|cell| {
             let mut buf = cell.borrow_mut();
