@@ -58,11 +58,12 @@ pub(super) struct PackedI16 {
 /// Activations quantized for one product, reused across calls.
 #[derive(Default)]
 struct Quantized {
-    /// `tiles × pairs × MR`: row `r` of tile `t`'s inputs `2·kp` and `2·kp + 1` as one
-    /// i32 at `(t·pairs + kp)·MR + r` (rows past the last are zero).
+    /// `tiles × pairs × MR` (and `8 − MR` more, see [`interleave`]): row `r` of tile
+    /// `t`'s inputs `2·kp` and `2·kp + 1` as one i32 at `(t·pairs + kp)·MR + r` (rows
+    /// past the last are zero).
     pairs: Vec<i32>,
-    /// One row's pairs, before they are placed in its tile.
-    row: Vec<i32>,
+    /// `MR × pairs`: one tile's rows, row-major, before they are interleaved.
+    rows: Vec<i32>,
     /// `tiles × MR`: each row's scale.
     scales: Vec<f32>,
 }
@@ -148,27 +149,36 @@ impl PackedI16 {
         }
         QUANTIZED.with(|cell| {
             let mut q = cell.borrow_mut();
-            let Quantized { pairs, row, scales } = &mut *q;
+            let Quantized {
+                pairs,
+                rows: tile,
+                scales,
+            } = &mut *q;
             let kp = self.pairs;
             let tiles = rows.div_ceil(MR);
-            pairs.clear();
-            pairs.resize(tiles * kp * MR, 0);
-            row.clear();
-            row.resize(kp, 0);
+            let len = tiles * kp * MR;
+            if pairs.len() < len + (8 - MR) {
+                pairs.resize(len + (8 - MR), 0);
+            }
+            tile.resize(MR * kp, 0);
             scales.clear();
             scales.resize(tiles * MR, 0.0);
             // SAFETY: a `PackedI16` exists only where `available()` held (AVX2 and FMA);
             // the buffers were sized for `rows` above.
             unsafe {
-                for (i, x) in x.chunks_exact(self.inp).enumerate() {
-                    scales[i] = self.quantize_row(x, row);
-                    let (t, r) = (i / MR, i % MR);
-                    let tile = &mut pairs[t * kp * MR..(t + 1) * kp * MR];
-                    for (k, &v) in row.iter().enumerate() {
-                        tile[k * MR + r] = v;
+                for (t, xs) in x.chunks(MR * self.inp).enumerate() {
+                    let m = xs.len() / self.inp;
+                    for (r, (x, q)) in xs
+                        .chunks_exact(self.inp)
+                        .zip(tile.chunks_exact_mut(kp))
+                        .enumerate()
+                    {
+                        scales[t * MR + r] = self.quantize_row(x, q);
                     }
+                    tile[m * kp..].fill(0);
+                    interleave(tile, kp, &mut pairs[t * kp * MR..(t + 1) * kp * MR + 8 - MR]);
                 }
-                self.kernel(pairs, scales, rows, y, accumulate);
+                self.kernel(&pairs[..len], scales, rows, y, accumulate);
             }
         });
     }
@@ -279,6 +289,61 @@ impl PackedI16 {
                 }
             }
             k0 += kc;
+        }
+    }
+}
+
+/// A tile's `MR` rows of `kp` pairs each (`src`, row-major) into the kernel's layout
+/// (`dst`: pair by pair, the rows' values of a pair side by side). Eight pairs at a
+/// time as an 8 × 8 transpose of 32-bit lanes whose rows 6 and 7 are don't-cares: each
+/// pair's column is stored 8 lanes wide and its last two lanes overwritten by the next
+/// pair's, so `dst` holds `8 − MR` more values than the tile (the next tile's first, or
+/// spare room at the end).
+#[target_feature(enable = "avx2")]
+unsafe fn interleave(src: &[i32], kp: usize, dst: &mut [i32]) {
+    assert!(src.len() >= MR * kp, "interleave: source");
+    assert!(dst.len() >= kp * MR + 8 - MR, "interleave: destination");
+    let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
+    let mut k = 0;
+    while k + 8 <= kp {
+        // SAFETY: pairs k..k+8 of each of the MR rows are inside `src`; the stores end
+        // at (k + 7)·MR + 8 <= kp·MR + 8 − MR, inside `dst` (both asserted above).
+        let r: [__m256i; MR] = std::array::from_fn(|i| _mm256_loadu_si256(s.add(i * kp + k).cast()));
+        // Pairs of rows interleaved by 32 bits, then by 64: u[j] holds pair j's (and,
+        // in its upper half, pair j + 4's) rows 0-3, v[j] their rows 4-5 (and 2 junk).
+        let t = [
+            _mm256_unpacklo_epi32(r[0], r[1]),
+            _mm256_unpackhi_epi32(r[0], r[1]),
+            _mm256_unpacklo_epi32(r[2], r[3]),
+            _mm256_unpackhi_epi32(r[2], r[3]),
+            _mm256_unpacklo_epi32(r[4], r[5]),
+            _mm256_unpackhi_epi32(r[4], r[5]),
+        ];
+        let u = [
+            _mm256_unpacklo_epi64(t[0], t[2]),
+            _mm256_unpackhi_epi64(t[0], t[2]),
+            _mm256_unpacklo_epi64(t[1], t[3]),
+            _mm256_unpackhi_epi64(t[1], t[3]),
+        ];
+        let v = [
+            _mm256_unpacklo_epi64(t[4], t[4]),
+            _mm256_unpackhi_epi64(t[4], t[4]),
+            _mm256_unpacklo_epi64(t[5], t[5]),
+            _mm256_unpackhi_epi64(t[5], t[5]),
+        ];
+        for j in 0..4 {
+            let lo = _mm256_permute2x128_si256::<0x20>(u[j], v[j]);
+            _mm256_storeu_si256(d.add((k + j) * MR).cast(), lo);
+        }
+        for j in 0..4 {
+            let hi = _mm256_permute2x128_si256::<0x31>(u[j], v[j]);
+            _mm256_storeu_si256(d.add((k + 4 + j) * MR).cast(), hi);
+        }
+        k += 8;
+    }
+    for k in k..kp {
+        for r in 0..MR {
+            *d.add(k * MR + r) = *s.add(r * kp + k);
         }
     }
 }

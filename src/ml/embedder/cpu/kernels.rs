@@ -226,6 +226,21 @@ mod tests {
                 );
             }
         }
+        // Softmax rows shorter than a vector, of exactly one, and one more: the masked
+        // tail alone, no tail, a one-lane tail; every row sums to one.
+        for width in [1, 3, 8, 9] {
+            let input = ramp(2 * width, -4.0, 6.0);
+            let (mut fast, mut slow) = (input.clone(), input.clone());
+            simd.softmax(&mut fast, width);
+            Simd::Portable.softmax(&mut slow, width);
+            for (i, (a, b)) in fast.iter().zip(&slow).enumerate() {
+                assert!((a - b).abs() <= 1e-6, "softmax width {width} [{i}]: {a} vs {b}");
+            }
+            for row in fast.chunks_exact(width) {
+                let sum: f32 = row.iter().sum();
+                assert!((sum - 1.0).abs() < 1e-5, "softmax width {width}: sum {sum}");
+            }
+        }
         let mut gelu_in = ramp(width, -5.0, 5.0);
         Simd::Portable.bias_gelu(&mut gelu_in, &vec![0.0; width]);
         for (x, got) in ramp(width, -5.0, 5.0).into_iter().zip(gelu_in) {

@@ -201,29 +201,41 @@ pub(super) unsafe fn softmax(rows: &mut [f32], width: usize) {
 unsafe fn softmax_row(row: &mut [f32], c: &Consts) {
     let body = row.len() - row.len() % LANES;
     let (head, tail) = row.split_at_mut(body);
-    let mut vmax = splat(f32::NEG_INFINITY);
+    // The tail (attention rows are sequence lengths: any width) as one masked vector:
+    // its missing lanes read as -inf for the maximum and count as zero in the sum.
+    let mask = tail_mask(tail.len());
+    let ninf = splat(f32::NEG_INFINITY);
+    let t = tail.as_mut_ptr();
+    // SAFETY: the mask enables only the first `tail.len()` lanes, all inside `tail`.
+    let tail_in = _mm256_blendv_ps(ninf, _mm256_maskload_ps(t, mask), _mm256_castsi256_ps(mask));
+    let mut vmax = tail_in;
     for x in head.chunks_exact(LANES) {
         vmax = _mm256_max_ps(vmax, load(x));
     }
-    let max = tail.iter().copied().fold(hmax(vmax), f32::max);
-    let m = splat(max);
+    let m = splat(hmax(vmax));
     let mut acc = _mm256_setzero_ps();
     for x in head.chunks_exact_mut(LANES) {
         let e = exp(_mm256_sub_ps(load(x), m), c);
         acc = _mm256_add_ps(acc, e);
         store(x, e);
     }
-    let mut sum = hsum(acc);
-    for x in tail.iter_mut() {
-        *x = super::exp(*x - max);
-        sum += *x;
-    }
-    let inv = 1.0 / sum;
-    let iv = splat(inv);
+    let tail_e = _mm256_and_ps(exp(_mm256_sub_ps(tail_in, m), c), _mm256_castsi256_ps(mask));
+    acc = _mm256_add_ps(acc, tail_e);
+    let iv = splat(1.0 / hsum(acc));
     for x in head.chunks_exact_mut(LANES) {
         store(x, _mm256_mul_ps(load(x), iv));
     }
-    for x in tail.iter_mut() {
-        *x *= inv;
-    }
+    // SAFETY: as the load above.
+    _mm256_maskstore_ps(t, mask, _mm256_mul_ps(tail_e, iv));
+}
+
+/// A mask of the first `n` (< 8) lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn tail_mask(n: usize) -> __m256i {
+    debug_assert!(n < LANES);
+    _mm256_cmpgt_epi32(
+        _mm256_set1_epi32(n as i32),
+        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+    )
 }
