@@ -416,7 +416,8 @@ impl CpuBert {
         // large this batch is.
         let wave = block * rayon::current_num_threads().max(1);
         for (i, layer) in w.layers.iter().enumerate() {
-            attention::attend(simd, qkv, ctx, &spans, heads);
+            let int16 = self.arithmetic == Arithmetic::Int16;
+            attention::attend(simd, int16, qkv, ctx, &spans, heads);
             pause();
             // The rest of the layer is row-local, and so is the next layer's projection:
             // one pass over the blocks does both while the rows are in cache.

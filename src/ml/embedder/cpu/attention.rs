@@ -41,8 +41,16 @@ fn rows_per_task(spans: &[Span], len: usize) -> usize {
 }
 
 /// `out = softmax(Q·Kᵀ/√d)·V` for every head of every sequence. `qkv` holds each token's
-/// query, key and value side by side (`3·hidden` wide); `out` is `hidden` wide.
-pub(super) fn attend(simd: Simd, qkv: &[f32], out: &mut [f32], spans: &[Span], heads: Heads) {
+/// query, key and value side by side (`3·hidden` wide); `out` is `hidden` wide. With
+/// `int16` (only chosen where its kernel runs) the two products are i16's, else f32's.
+pub(super) fn attend(
+    simd: Simd,
+    int16: bool,
+    qkv: &[f32],
+    out: &mut [f32],
+    spans: &[Span],
+    heads: Heads,
+) {
     let hidden = heads.hidden;
     let mut tasks = Vec::new();
     let mut rest = out;
@@ -65,10 +73,11 @@ pub(super) fn attend(simd: Simd, qkv: &[f32], out: &mut [f32], spans: &[Span], h
     }
     tasks
         .into_par_iter()
-        .for_each(|task| attend_rows(simd, qkv, task, heads));
+        .for_each(|task| attend_rows(simd, int16, qkv, task, heads));
 }
 
-fn attend_rows(simd: Simd, qkv: &[f32], task: Task<'_>, heads: Heads) {
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+fn attend_rows(simd: Simd, int16: bool, qkv: &[f32], task: Task<'_>, heads: Heads) {
     let Task { span, first, out } = task;
     let (hidden, width) = (heads.hidden, 3 * heads.hidden);
     let d = hidden / heads.count;
@@ -78,6 +87,21 @@ fn attend_rows(simd: Simd, qkv: &[f32], task: Task<'_>, heads: Heads) {
     let seq = &qkv[span.start * width..(span.start + len) * width];
     with_scratch(rows * len, |scores| {
         for h in 0..heads.count {
+            #[cfg(target_arch = "x86_64")]
+            if int16 {
+                let head = super::int16::attention::Head {
+                    q: &seq[first * width + h * d..],
+                    k: &seq[hidden + h * d..],
+                    v: &seq[2 * hidden + h * d..],
+                    ld: width,
+                    rows,
+                    len,
+                    d,
+                    scale,
+                };
+                super::int16::attention::attend(head, scores, &mut out[h * d..], hidden);
+                continue;
+            }
             let q = Mat::rows(&seq[first * width + h * d..], rows, d, width);
             let k = Mat::rows(&seq[hidden + h * d..], len, d, width);
             let v = Mat::rows(&seq[2 * hidden + h * d..], len, d, width);

@@ -28,6 +28,8 @@
 //! panel's slice stays in L1 while every row tile passes it. The tile's loop is written in
 //! assembly (as the VNNI and BF16 kernels' are).
 
+pub(super) mod attention;
+
 use std::arch::asm;
 use std::arch::x86_64::*;
 use std::cell::RefCell;
@@ -42,6 +44,7 @@ const KC: usize = 192;
 
 /// A weight matrix `[inp, out]` quantized to i16 and packed for
 /// [`product`](Self::product).
+#[derive(Default)]
 pub(super) struct PackedI16 {
     /// `panels × pairs × NR × 2`: for panel `p`, pair `kp` and column `c`, inputs
     /// `2·kp` and `2·kp + 1` of column `16·p + c`; zero past the edges.
@@ -68,6 +71,46 @@ struct Quantized {
     scales: Vec<f32>,
 }
 
+impl Quantized {
+    /// Rounds `rows` rows of `kp` pairs with `round(i, out)` (which writes row `i`'s
+    /// pairs and returns its scale) into the kernel's tile layout; returns the length of
+    /// that layout in `pairs`.
+    #[target_feature(enable = "avx2")]
+    unsafe fn fill(
+        &mut self,
+        rows: usize,
+        kp: usize,
+        mut round: impl FnMut(usize, &mut [i32]) -> f32,
+    ) -> usize {
+        let Quantized {
+            pairs,
+            rows: tile,
+            scales,
+        } = self;
+        let tiles = rows.div_ceil(MR);
+        let len = tiles * kp * MR;
+        if pairs.len() < len + (8 - MR) {
+            pairs.resize(len + (8 - MR), 0);
+        }
+        tile.resize(MR * kp, 0);
+        scales.clear();
+        scales.resize(tiles * MR, 0.0);
+        for t in 0..tiles {
+            let m = (rows - t * MR).min(MR);
+            for (r, q) in tile.chunks_exact_mut(kp).take(m).enumerate() {
+                scales[t * MR + r] = round(t * MR + r, q);
+            }
+            tile[m * kp..].fill(0);
+            interleave(
+                tile,
+                kp,
+                &mut pairs[t * kp * MR..(t + 1) * kp * MR + 8 - MR],
+            );
+        }
+        len
+    }
+}
+
 thread_local! {
     static QUANTIZED: RefCell<Quantized> = RefCell::new(Quantized::default());
 }
@@ -87,9 +130,11 @@ fn qmax_for(inputs: usize) -> f32 {
 /// The scale of values whose largest magnitude is `max`, and its inverse (both zero
 /// when there is nothing to scale).
 fn scale_of(max: f32, qmax: f32) -> (f32, f32) {
-    let scale = max / qmax;
-    if scale.is_finite() && scale > 0.0 {
-        (scale, 1.0 / scale)
+    // Two independent divisions (not `1 / scale`): a row of attention's 32 values waits
+    // on them.
+    let (scale, inv) = (max / qmax, qmax / max);
+    if scale.is_finite() && scale > 0.0 && inv.is_finite() {
+        (scale, inv)
     } else {
         (0.0, 0.0)
     }
@@ -115,29 +160,40 @@ impl PackedI16 {
         if !available() || inp == 0 || out == 0 {
             return None;
         }
-        let pairs = inp.div_ceil(2);
-        let qmax = qmax_for(2 * pairs);
+        let mut packed = Self::default();
+        packed.fill(inp, out, 1.0, |k, col| w[k * out + col]);
+        Some(packed)
+    }
+
+    /// Sizes `self` for `[inp, out]` and zeroes its values.
+    fn reset(&mut self, inp: usize, out: usize) {
+        self.inp = inp;
+        self.out = out;
+        self.pairs = inp.div_ceil(2);
+        self.qmax = qmax_for(2 * self.pairs);
         let panels = out.div_ceil(NR);
-        let mut data = vec![0i16; panels * pairs * NR * 2];
-        let mut scales = vec![0f32; panels * NR];
+        self.data.clear();
+        self.data.resize(panels * self.pairs * NR * 2, 0);
+        self.scales.clear();
+        self.scales.resize(panels * NR, 0.0);
+    }
+
+    /// The definition of the packing: `[inp, out]` values `w(k, col)`, each column
+    /// rounded with its own scale (then multiplied by `factor`). Scalar; the vector
+    /// packings of attention's operands are tested against it.
+    fn fill(&mut self, inp: usize, out: usize, factor: f32, w: impl Fn(usize, usize) -> f32) {
+        self.reset(inp, out);
+        let (pairs, qmax) = (self.pairs, self.qmax);
         for col in 0..out {
             let (p, c) = (col / NR, col % NR);
-            let max = (0..inp).map(|k| w[k * out + col].abs()).fold(0.0f32, f32::max);
+            let max = (0..inp).map(|k| w(k, col).abs()).fold(0.0f32, f32::max);
             let (scale, inv) = scale_of(max, qmax);
-            scales[col] = scale;
+            self.scales[col] = scale * factor;
             for k in 0..inp {
-                let q = (w[k * out + col] * inv).round_ties_even().clamp(-qmax, qmax);
-                data[((p * pairs + k / 2) * NR + c) * 2 + k % 2] = q as i16;
+                let q = (w(k, col) * inv).round_ties_even().clamp(-qmax, qmax);
+                self.data[((p * pairs + k / 2) * NR + c) * 2 + k % 2] = q as i16;
             }
         }
-        Some(Self {
-            data,
-            scales,
-            inp,
-            out,
-            pairs,
-            qmax,
-        })
     }
 
     /// `y = x · W` (`y += x · W` when `accumulate`) for rows `x` (`inp` wide) into `y`
@@ -149,81 +205,19 @@ impl PackedI16 {
         }
         QUANTIZED.with(|cell| {
             let mut q = cell.borrow_mut();
-            let Quantized {
-                pairs,
-                rows: tile,
-                scales,
-            } = &mut *q;
-            let kp = self.pairs;
-            let tiles = rows.div_ceil(MR);
-            let len = tiles * kp * MR;
-            if pairs.len() < len + (8 - MR) {
-                pairs.resize(len + (8 - MR), 0);
-            }
-            tile.resize(MR * kp, 0);
-            scales.clear();
-            scales.resize(tiles * MR, 0.0);
-            // SAFETY: a `PackedI16` exists only where `available()` held (AVX2 and FMA);
-            // the buffers were sized for `rows` above.
+            let (inp, qmax) = (self.inp, self.qmax);
+            // SAFETY: a `PackedI16` exists only where `available()` held (AVX2 and FMA).
             unsafe {
-                for (t, xs) in x.chunks(MR * self.inp).enumerate() {
-                    let m = xs.len() / self.inp;
-                    for (r, (x, q)) in xs
-                        .chunks_exact(self.inp)
-                        .zip(tile.chunks_exact_mut(kp))
-                        .enumerate()
-                    {
-                        scales[t * MR + r] = self.quantize_row(x, q);
-                    }
-                    tile[m * kp..].fill(0);
-                    interleave(tile, kp, &mut pairs[t * kp * MR..(t + 1) * kp * MR + 8 - MR]);
-                }
-                self.kernel(&pairs[..len], scales, rows, y, accumulate);
+                let len = q.fill(rows, self.pairs, |i, out| {
+                    quantize_row(&x[i * inp..(i + 1) * inp], out, qmax)
+                });
+                self.kernel(&q.pairs[..len], &q.scales, rows, y, self.out, accumulate);
             }
         });
     }
 
-    /// Rounds one row into `out` (its pairs as i32); returns its scale.
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn quantize_row(&self, x: &[f32], out: &mut [i32]) -> f32 {
-        let n = x.len();
-        let sign = _mm256_set1_ps(-0.0);
-        let mut m = _mm256_setzero_ps();
-        let mut k = 0;
-        while k + 8 <= n {
-            m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x.as_ptr().add(k))));
-            k += 8;
-        }
-        let mut lanes = [0f32; 8];
-        _mm256_storeu_ps(lanes.as_mut_ptr(), m);
-        let mut max = lanes.iter().copied().fold(0.0f32, f32::max);
-        for &v in &x[k..] {
-            max = max.max(v.abs());
-        }
-        let (scale, inv) = scale_of(max, self.qmax);
-        let vinv = _mm256_set1_ps(inv);
-        let dst = out.as_mut_ptr().cast::<i16>();
-        let mut k = 0;
-        while k + 16 <= n {
-            // Round to nearest even (the default rounding mode), as `quantize_scalar`;
-            // |x · inv| <= qmax, so the packing never saturates.
-            let a = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x.as_ptr().add(k)), vinv));
-            let b =
-                _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x.as_ptr().add(k + 8)), vinv));
-            // packs interleaves 128-bit lanes: [a0-3 b0-3 a4-7 b4-7] -> [a0-7 b0-7].
-            let v = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packs_epi32(a, b));
-            _mm256_storeu_si256(dst.add(k).cast(), v);
-            k += 16;
-        }
-        for (j, &v) in x.iter().enumerate().skip(k) {
-            *dst.add(j) = (v * inv).round_ties_even().clamp(-self.qmax, self.qmax) as i16;
-        }
-        if n % 2 == 1 {
-            *dst.add(n) = 0;
-        }
-        scale
-    }
-
+    /// `y = xq · W` (or `+=`) for the rounded rows `pairs` (the tile layout of
+    /// [`Quantized`]) with their scales, row `i` of the result at `y[i·ldy..]`.
     #[target_feature(enable = "avx2,fma")]
     unsafe fn kernel(
         &self,
@@ -231,6 +225,7 @@ impl PackedI16 {
         ascales: &[f32],
         rows: usize,
         y: &mut [f32],
+        ldy: usize,
         accumulate: bool,
     ) {
         let panels = self.out.div_ceil(NR);
@@ -262,11 +257,10 @@ impl PackedI16 {
                     for r in 0..m {
                         let s = _mm256_set1_ps(ascales[t * MR + r]);
                         let v = [0, 1].map(|j| {
-                            let acc =
-                                _mm256_loadu_si256(sums.as_ptr().add(r * NR + 8 * j).cast());
+                            let acc = _mm256_loadu_si256(sums.as_ptr().add(r * NR + 8 * j).cast());
                             _mm256_mul_ps(_mm256_cvtepi32_ps(acc), _mm256_mul_ps(w[j], s))
                         });
-                        let row = &mut y[(t * MR + r) * self.out + p * NR..][..cols];
+                        let row = &mut y[(t * MR + r) * ldy + p * NR..][..cols];
                         if cols == NR {
                             for (j, v) in v.iter().enumerate() {
                                 let d = row.as_mut_ptr().add(8 * j);
@@ -293,6 +287,50 @@ impl PackedI16 {
     }
 }
 
+/// Rounds one row into `out` (its pairs as i32) with at most `qmax` levels each side;
+/// returns its scale.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn quantize_row(x: &[f32], out: &mut [i32], qmax: f32) -> f32 {
+    let n = x.len();
+    let sign = _mm256_set1_ps(-0.0);
+    let mut m = _mm256_setzero_ps();
+    let mut k = 0;
+    while k + 8 <= n {
+        m = _mm256_max_ps(
+            m,
+            _mm256_andnot_ps(sign, _mm256_loadu_ps(x.as_ptr().add(k))),
+        );
+        k += 8;
+    }
+    let h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps::<1>(m));
+    let h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    let mut max = _mm_cvtss_f32(_mm_max_ss(h, _mm_shuffle_ps::<1>(h, h)));
+    for &v in &x[k..] {
+        max = max.max(v.abs());
+    }
+    let (scale, inv) = scale_of(max, qmax);
+    let vinv = _mm256_set1_ps(inv);
+    let dst = out.as_mut_ptr().cast::<i16>();
+    let mut k = 0;
+    while k + 16 <= n {
+        // Round to nearest even (the default rounding mode), as `quantize_scalar`;
+        // |x · inv| <= qmax, so the packing never saturates.
+        let a = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x.as_ptr().add(k)), vinv));
+        let b = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x.as_ptr().add(k + 8)), vinv));
+        // packs interleaves 128-bit lanes: [a0-3 b0-3 a4-7 b4-7] -> [a0-7 b0-7].
+        let v = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packs_epi32(a, b));
+        _mm256_storeu_si256(dst.add(k).cast(), v);
+        k += 16;
+    }
+    for (j, &v) in x.iter().enumerate().skip(k) {
+        *dst.add(j) = (v * inv).round_ties_even().clamp(-qmax, qmax) as i16;
+    }
+    if n % 2 == 1 {
+        *dst.add(n) = 0;
+    }
+    scale
+}
+
 /// A tile's `MR` rows of `kp` pairs each (`src`, row-major) into the kernel's layout
 /// (`dst`: pair by pair, the rows' values of a pair side by side). Eight pairs at a
 /// time as an 8 × 8 transpose of 32-bit lanes whose rows 6 and 7 are don't-cares: each
@@ -308,7 +346,8 @@ unsafe fn interleave(src: &[i32], kp: usize, dst: &mut [i32]) {
     while k + 8 <= kp {
         // SAFETY: pairs k..k+8 of each of the MR rows are inside `src`; the stores end
         // at (k + 7)·MR + 8 <= kp·MR + 8 − MR, inside `dst` (both asserted above).
-        let r: [__m256i; MR] = std::array::from_fn(|i| _mm256_loadu_si256(s.add(i * kp + k).cast()));
+        let r: [__m256i; MR] =
+            std::array::from_fn(|i| _mm256_loadu_si256(s.add(i * kp + k).cast()));
         // Pairs of rows interleaved by 32 bits, then by 64: u[j] holds pair j's (and,
         // in its upper half, pair j + 4's) rows 0-3, v[j] their rows 4-5 (and 2 junk).
         let t = [
@@ -353,7 +392,10 @@ unsafe fn interleave(src: &[i32], kp: usize, dst: &mut [i32]) {
 #[inline]
 #[target_feature(enable = "avx2")]
 unsafe fn few_sums<const M: usize>(a: &[i32], b: &[i16], kp: usize, sums: &mut [i32; MR * NR]) {
-    assert!(M <= 3 && a.len() >= kp * MR && b.len() >= kp * NR * 2, "tile: operands");
+    assert!(
+        M <= 3 && a.len() >= kp * MR && b.len() >= kp * NR * 2,
+        "tile: operands"
+    );
     let mut acc = [[_mm256_setzero_si256(); 2]; M];
     let (ap, bp) = (a.as_ptr(), b.as_ptr());
     for k in 0..kp {
@@ -555,7 +597,7 @@ mod tests {
             let (want, scale) = quantize_scalar(&x, w.qmax);
             let mut got = vec![0i32; n.div_ceil(2)];
             // SAFETY: `available()` held.
-            let s = unsafe { w.quantize_row(&x, &mut got) };
+            let s = unsafe { quantize_row(&x, &mut got, w.qmax) };
             assert_eq!(s, scale);
             let got: Vec<i16> = got
                 .iter()
@@ -581,7 +623,10 @@ mod tests {
             let mut y = vec![0f32; rows * out];
             packed.product(&x, &mut y, false);
             for v in y {
-                assert!((v - 6.0 * inp as f32).abs() <= 1e-3 * 6.0 * inp as f32, "{v}");
+                assert!(
+                    (v - 6.0 * inp as f32).abs() <= 1e-3 * 6.0 * inp as f32,
+                    "{v}"
+                );
             }
         }
     }

@@ -3,7 +3,7 @@
 //! FMA a vectorised one is picked once, at load, by [`Simd::detect`].
 
 #[cfg(target_arch = "x86_64")]
-mod avx2;
+pub(super) mod avx2;
 
 /// The instruction set the kernels run with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -234,7 +234,10 @@ mod tests {
             simd.softmax(&mut fast, width);
             Simd::Portable.softmax(&mut slow, width);
             for (i, (a, b)) in fast.iter().zip(&slow).enumerate() {
-                assert!((a - b).abs() <= 1e-6, "softmax width {width} [{i}]: {a} vs {b}");
+                assert!(
+                    (a - b).abs() <= 1e-6,
+                    "softmax width {width} [{i}]: {a} vs {b}"
+                );
             }
             for row in fast.chunks_exact(width) {
                 let sum: f32 = row.iter().sum();

@@ -230,7 +230,10 @@ fn block_sizes_split_large_passes_evenly_and_keep_small_ones_whole() {
             let b = block_rows(n, threads);
             assert!(b <= MAX_BLOCK_ROWS, "{n} rows, {threads} threads: {b}");
             let blocks = n.div_ceil(b);
-            assert!(threads == 1 || blocks > 1, "{n} rows, {threads} threads: one block");
+            assert!(
+                threads == 1 || blocks > 1,
+                "{n} rows, {threads} threads: one block"
+            );
         }
     }
 }

@@ -239,3 +239,81 @@ unsafe fn tail_mask(n: usize) -> __m256i {
         _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
     )
 }
+
+/// Softmax of `row` rounded straight to i16 for a product: `q_j = round(qmax · e^(x_j −
+/// max))`, pairs of values as one i32 in `out` (`row.len()` rounded up to even values,
+/// the odd one's partner zero), and returns the scale that turns `q` into
+/// probabilities, `1 / (qmax · Σ e^(x_j − max))`. The largest probability's exponential
+/// is 1, so `qmax` levels cover the row exactly as rounding the softmax with a scale of
+/// its own maximum would, without the pass that divides by the sum.
+#[target_feature(enable = "avx2,fma")]
+pub(in crate::ml::embedder::cpu) unsafe fn softmax_rounded(
+    row: &[f32],
+    out: &mut [i32],
+    qmax: f32,
+) -> f32 {
+    let n = row.len();
+    assert!(out.len() >= n.div_ceil(2), "softmax_rounded: output");
+    let c = Consts::new();
+    let body = n - n % LANES;
+    let mask = tail_mask(n - body);
+    let ninf = splat(f32::NEG_INFINITY);
+    // SAFETY: the mask enables only the lanes past `body` that are inside `row`.
+    let tail_in = _mm256_blendv_ps(
+        ninf,
+        _mm256_maskload_ps(row.as_ptr().add(body), mask),
+        _mm256_castsi256_ps(mask),
+    );
+    let mut vmax = tail_in;
+    for x in row[..body].chunks_exact(LANES) {
+        vmax = _mm256_max_ps(vmax, load(x));
+    }
+    let m = splat(hmax(vmax));
+    let q = splat(qmax);
+    let dst = out.as_mut_ptr().cast::<i16>();
+    let mut acc = _mm256_setzero_ps();
+    let mut k = 0;
+    // Sixteen values at a time: two vectors rounded, packed to i16 (in the default
+    // rounding mode, to nearest even; 0 <= e·qmax <= qmax, so nothing saturates).
+    while k + 16 <= body {
+        let e0 = exp(_mm256_sub_ps(load(&row[k..]), m), &c);
+        let e1 = exp(_mm256_sub_ps(load(&row[k + 8..]), m), &c);
+        acc = _mm256_add_ps(acc, _mm256_add_ps(e0, e1));
+        let a = _mm256_cvtps_epi32(_mm256_mul_ps(e0, q));
+        let b = _mm256_cvtps_epi32(_mm256_mul_ps(e1, q));
+        let v = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packs_epi32(a, b));
+        // SAFETY: values k..k+16 are inside `out` (n.div_ceil(2) pairs, asserted).
+        _mm256_storeu_si256(dst.add(k).cast(), v);
+        k += 16;
+    }
+    // The rest (fewer than 16 values): at most one whole vector and the masked tail.
+    let mut rest = [0i32; 16];
+    let mut j = 0;
+    while k + j + LANES <= body {
+        let e = exp(_mm256_sub_ps(load(&row[k + j..]), m), &c);
+        acc = _mm256_add_ps(acc, e);
+        _mm256_storeu_si256(
+            rest.as_mut_ptr().add(j).cast(),
+            _mm256_cvtps_epi32(_mm256_mul_ps(e, q)),
+        );
+        j += LANES;
+    }
+    let tail_e = _mm256_and_ps(
+        exp(_mm256_sub_ps(tail_in, m), &c),
+        _mm256_castsi256_ps(mask),
+    );
+    acc = _mm256_add_ps(acc, tail_e);
+    _mm256_storeu_si256(
+        rest.as_mut_ptr().add(j).cast(),
+        _mm256_cvtps_epi32(_mm256_mul_ps(tail_e, q)),
+    );
+    for (i, &v) in rest[..n - k].iter().enumerate() {
+        // SAFETY: value k + i < n is inside `out`.
+        *dst.add(k + i) = v as i16;
+    }
+    if n % 2 == 1 {
+        // SAFETY: the pair of value n - 1 is inside `out`.
+        *dst.add(n) = 0;
+    }
+    1.0 / (qmax * hsum(acc))
+}
