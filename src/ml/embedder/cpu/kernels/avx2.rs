@@ -61,6 +61,8 @@ struct Consts {
     ln2_lo: __m256,
     exp_p: [__m256; 6],
     exp_bias: __m256i,
+    /// `ln2^k / k!` for k = 5 down to 0: 2^f's Taylor polynomial.
+    exp2_taylor: [__m256; 6],
     frac_1_sqrt_2: __m256,
     erf_p: __m256,
     erf_a: [__m256; 5],
@@ -80,6 +82,15 @@ impl Consts {
             ln2_lo: splat(LN2_LO),
             exp_p: EXP_P.map(|p| splat(p)),
             exp_bias: _mm256_set1_epi32(127),
+            exp2_taylor: [
+                1.333_355_8e-3,
+                9.618_129e-3,
+                5.550_411e-2,
+                0.240_226_5,
+                std::f32::consts::LN_2,
+                1.0,
+            ]
+            .map(|p| splat(p)),
             frac_1_sqrt_2: splat(std::f32::consts::FRAC_1_SQRT_2),
             erf_p: splat(ERF_P),
             erf_a: ERF_A.map(|a| splat(a)),
@@ -104,6 +115,24 @@ unsafe fn exp(x: __m256, c: &Consts) -> __m256 {
     let y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, c.one));
     let pow2 = _mm256_slli_epi32::<23>(_mm256_add_epi32(_mm256_cvtps_epi32(n), c.exp_bias));
     _mm256_mul_ps(y, _mm256_castsi256_ps(pow2))
+}
+
+/// e^x per lane for x <= 0 where ~1e-6 relative is enough (probabilities rounded to at
+/// most 13 bits): 2^(x·log₂e) split into 2^n · 2^f, |f| <= 1/2, 2^f by its Taylor
+/// polynomial of degree 5 (truncation < 3e-6), 2^n added into the exponent bits. Below
+/// -87 (past f32's normal range) the result is clamped at e^-87.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn exp_nonpositive(x: __m256, c: &Consts) -> __m256 {
+    let t = _mm256_mul_ps(_mm256_max_ps(x, c.exp_lo), c.log2e);
+    let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(t);
+    let f = _mm256_sub_ps(t, n);
+    let mut p = c.exp2_taylor[0];
+    for k in &c.exp2_taylor[1..] {
+        p = _mm256_fmadd_ps(p, f, *k);
+    }
+    let pow2 = _mm256_slli_epi32::<23>(_mm256_cvtps_epi32(n));
+    _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), pow2))
 }
 
 /// GELU per lane: `x/2 · (1 + erf(x/√2))`, erf as the portable `erf`.
@@ -276,8 +305,8 @@ pub(in crate::ml::embedder::cpu) unsafe fn softmax_rounded(
     // Sixteen values at a time: two vectors rounded, packed to i16 (in the default
     // rounding mode, to nearest even; 0 <= e·qmax <= qmax, so nothing saturates).
     while k + 16 <= body {
-        let e0 = exp(_mm256_sub_ps(load(&row[k..]), m), &c);
-        let e1 = exp(_mm256_sub_ps(load(&row[k + 8..]), m), &c);
+        let e0 = exp_nonpositive(_mm256_sub_ps(load(&row[k..]), m), &c);
+        let e1 = exp_nonpositive(_mm256_sub_ps(load(&row[k + 8..]), m), &c);
         acc = _mm256_add_ps(acc, _mm256_add_ps(e0, e1));
         let a = _mm256_cvtps_epi32(_mm256_mul_ps(e0, q));
         let b = _mm256_cvtps_epi32(_mm256_mul_ps(e1, q));
@@ -290,7 +319,7 @@ pub(in crate::ml::embedder::cpu) unsafe fn softmax_rounded(
     let mut rest = [0i32; 16];
     let mut j = 0;
     while k + j + LANES <= body {
-        let e = exp(_mm256_sub_ps(load(&row[k + j..]), m), &c);
+        let e = exp_nonpositive(_mm256_sub_ps(load(&row[k + j..]), m), &c);
         acc = _mm256_add_ps(acc, e);
         _mm256_storeu_si256(
             rest.as_mut_ptr().add(j).cast(),
@@ -299,7 +328,7 @@ pub(in crate::ml::embedder::cpu) unsafe fn softmax_rounded(
         j += LANES;
     }
     let tail_e = _mm256_and_ps(
-        exp(_mm256_sub_ps(tail_in, m), &c),
+        exp_nonpositive(_mm256_sub_ps(tail_in, m), &c),
         _mm256_castsi256_ps(mask),
     );
     acc = _mm256_add_ps(acc, tail_e);
