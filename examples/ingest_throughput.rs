@@ -314,7 +314,11 @@ async fn main() {
         let secs = t.elapsed().as_secs_f64();
         stop.store(true, Ordering::Relaxed);
         latencies.extend(probe.await.unwrap());
-        assert_eq!(stored, part_chunks[r].len() as u64, "round {r}: other chunks stored than embedded alone");
+        assert_eq!(
+            stored,
+            part_chunks[r].len() as u64,
+            "round {r}: other chunks stored than embedded alone"
+        );
         let alone_after = embedder_alone_secs(&model, &part_chunks[r], batch);
         let alone = (alone_before + alone_after) / 2.0;
         text_rounds.push(alone / secs);
@@ -338,7 +342,11 @@ async fn main() {
         let t = Instant::now();
         let stored = upload(&client, &base, name, bytes.clone()).await;
         let secs = t.elapsed().as_secs_f64();
-        assert_eq!(stored, pdf_chunks[k].len() as u64, "{name}: other chunks stored than embedded alone");
+        assert_eq!(
+            stored,
+            pdf_chunks[k].len() as u64,
+            "{name}: other chunks stored than embedded alone"
+        );
         let alone_after = embedder_alone_secs(&model, &pdf_chunks[k], batch);
         let alone = (alone_before + alone_after) / 2.0;
         pdf_rounds.push(alone / secs);

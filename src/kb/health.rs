@@ -127,7 +127,9 @@ impl KnowledgeBase {
         // What ingestion has staged in the full-text index counts too: commit it first.
         let ft = self.fulltext.clone();
         match tokio::task::spawn_blocking(move || ft.commit_staged()).await {
-            Ok(Err(e)) => tracing::error!(error = %format!("{e:#}"), "health: committing the full-text index failed"),
+            Ok(Err(e)) => {
+                tracing::error!(error = %format!("{e:#}"), "health: committing the full-text index failed")
+            }
             Err(e) => tracing::error!(error = %e, "health: committing the full-text index failed"),
             Ok(Ok(_)) => {}
         }

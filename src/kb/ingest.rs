@@ -373,7 +373,11 @@ impl KnowledgeBase {
         let name = name.to_owned();
         self.store
             .read(move |c| {
-                if let Some(dup) = hash.map(|h| repo::source_by_hash(c, &h)).transpose()?.flatten() {
+                if let Some(dup) = hash
+                    .map(|h| repo::source_by_hash(c, &h))
+                    .transpose()?
+                    .flatten()
+                {
                     let first = repo::first_chunk_id(c, &dup.id)?;
                     return Ok(Stored::Duplicate((dup, first)));
                 }

@@ -48,7 +48,9 @@ impl std::str::FromStr for Precision {
             "bf16" => Ok(Self::Bf16),
             "int8" => Ok(Self::Int8),
             "int16" => Ok(Self::Int16),
-            other => Err(format!("{other:?}: expected auto, f32, bf16, int8 or int16")),
+            other => Err(format!(
+                "{other:?}: expected auto, f32, bf16, int8 or int16"
+            )),
         }
     }
 }
