@@ -332,57 +332,77 @@ unsafe fn quantize_row(x: &[f32], out: &mut [i32], qmax: f32) -> f32 {
 }
 
 /// A tile's `MR` rows of `kp` pairs each (`src`, row-major) into the kernel's layout
-/// (`dst`: pair by pair, the rows' values of a pair side by side). Eight pairs at a
-/// time as an 8 × 8 transpose of 32-bit lanes whose rows 6 and 7 are don't-cares: each
-/// pair's column is stored 8 lanes wide and its last two lanes overwritten by the next
-/// pair's, so `dst` holds `8 − MR` more values than the tile (the next tile's first, or
-/// spare room at the end).
+/// (`dst`: pair by pair, the rows' values of a pair side by side). [`transpose`] stores
+/// each pair's column 8 lanes wide, its last two lanes overwritten by the next pair's, so
+/// `dst` holds `8 − MR` more values than the tile (the next tile's first, or spare room
+/// at the end).
 #[target_feature(enable = "avx2")]
 unsafe fn interleave(src: &[i32], kp: usize, dst: &mut [i32]) {
-    assert!(src.len() >= MR * kp, "interleave: source");
     assert!(dst.len() >= kp * MR + 8 - MR, "interleave: destination");
-    let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
+    // SAFETY: the last store ends at (kp − 1)·MR + 8, inside `dst` (asserted).
+    transpose(src, MR, kp, dst.as_mut_ptr(), MR);
+}
+
+/// `rows` (at most 8) rows of `pairs` i32 (`src`, row-major) into columns: pair `k` of
+/// row `r` to `dst[k·stride + r]`. Eight pairs at a time as an 8 × 8 transpose of 32-bit
+/// lanes (rows past `rows` are don't-cares): each column is stored 8 lanes wide, in the
+/// order of `k`, so with fewer than 8 rows its last lanes are junk that the next column
+/// overwrites (`stride == rows`) or that land in the caller's padding.
+///
+/// # Safety
+/// AVX2; `dst` must be writable for `(pairs − 1)·stride + 8` values.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn transpose(
+    src: &[i32],
+    rows: usize,
+    pairs: usize,
+    dst: *mut i32,
+    stride: usize,
+) {
+    assert!(
+        (1..=8).contains(&rows) && src.len() >= rows * pairs,
+        "transpose: source"
+    );
+    let s = src.as_ptr();
     let mut k = 0;
-    while k + 8 <= kp {
-        // SAFETY: pairs k..k+8 of each of the MR rows are inside `src`; the stores end
-        // at (k + 7)·MR + 8 <= kp·MR + 8 − MR, inside `dst` (both asserted above).
-        let r: [__m256i; MR] =
-            std::array::from_fn(|i| _mm256_loadu_si256(s.add(i * kp + k).cast()));
-        // Pairs of rows interleaved by 32 bits, then by 64: u[j] holds pair j's (and,
-        // in its upper half, pair j + 4's) rows 0-3, v[j] their rows 4-5 (and 2 junk).
-        let t = [
-            _mm256_unpacklo_epi32(r[0], r[1]),
-            _mm256_unpackhi_epi32(r[0], r[1]),
-            _mm256_unpacklo_epi32(r[2], r[3]),
-            _mm256_unpackhi_epi32(r[2], r[3]),
-            _mm256_unpacklo_epi32(r[4], r[5]),
-            _mm256_unpackhi_epi32(r[4], r[5]),
-        ];
-        let u = [
-            _mm256_unpacklo_epi64(t[0], t[2]),
-            _mm256_unpackhi_epi64(t[0], t[2]),
-            _mm256_unpacklo_epi64(t[1], t[3]),
-            _mm256_unpackhi_epi64(t[1], t[3]),
-        ];
-        let v = [
-            _mm256_unpacklo_epi64(t[4], t[4]),
-            _mm256_unpackhi_epi64(t[4], t[4]),
-            _mm256_unpacklo_epi64(t[5], t[5]),
-            _mm256_unpackhi_epi64(t[5], t[5]),
-        ];
+    while k + 8 <= pairs {
+        // SAFETY: pairs k..k+8 of the `rows` rows are inside `src` (rows past them repeat
+        // the first); the caller vouches for `dst`.
+        let r: [__m256i; 8] = std::array::from_fn(|i| {
+            _mm256_loadu_si256(s.add(if i < rows { i } else { 0 } * pairs + k).cast())
+        });
+        // Pairs of rows interleaved by 32 bits, then by 64: u[j] holds pairs j and j + 4
+        // (lower and upper half) of rows 0-3, u[4 + j] the same of rows 4-7.
+        let t: [__m256i; 8] = std::array::from_fn(|i| {
+            let (a, b) = (r[i / 2 * 2], r[i / 2 * 2 + 1]);
+            if i % 2 == 0 {
+                _mm256_unpacklo_epi32(a, b)
+            } else {
+                _mm256_unpackhi_epi32(a, b)
+            }
+        });
+        let u: [__m256i; 8] = std::array::from_fn(|i| {
+            let base = if i < 4 { 0 } else { 4 };
+            let (a, b) = (t[base + (i % 4) / 2], t[base + (i % 4) / 2 + 2]);
+            if i % 2 == 0 {
+                _mm256_unpacklo_epi64(a, b)
+            } else {
+                _mm256_unpackhi_epi64(a, b)
+            }
+        });
         for j in 0..4 {
-            let lo = _mm256_permute2x128_si256::<0x20>(u[j], v[j]);
-            _mm256_storeu_si256(d.add((k + j) * MR).cast(), lo);
+            let lo = _mm256_permute2x128_si256::<0x20>(u[j], u[4 + j]);
+            _mm256_storeu_si256(dst.add((k + j) * stride).cast(), lo);
         }
         for j in 0..4 {
-            let hi = _mm256_permute2x128_si256::<0x31>(u[j], v[j]);
-            _mm256_storeu_si256(d.add((k + 4 + j) * MR).cast(), hi);
+            let hi = _mm256_permute2x128_si256::<0x31>(u[j], u[4 + j]);
+            _mm256_storeu_si256(dst.add((k + 4 + j) * stride).cast(), hi);
         }
         k += 8;
     }
-    for k in k..kp {
-        for r in 0..MR {
-            *d.add(k * MR + r) = *s.add(r * kp + k);
+    for k in k..pairs {
+        for r in 0..rows {
+            *dst.add(k * stride + r) = *s.add(r * pairs + k);
         }
     }
 }

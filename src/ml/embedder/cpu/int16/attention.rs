@@ -1,7 +1,7 @@
 //! Attention's two products in i16, for the same CPUs as the dense layers' (AVX2 without
 //! AVX-512 VNNI/BF16): `Q·Kᵀ` with the keys as the weights (one scale per key, the
 //! attention scale folded in) and each query row rounded with its own, then the softmax
-//! rounded straight to i16 (`softmax_rounded`: no pass that divides by the sum) and
+//! rounded straight to i16 (`RoundedSoftmax`: no pass that divides by the sum) and
 //! `P·V` with the values as the weights (one scale per value column over the sequence).
 //! A head's two products are ~11% of a MiniLM pass in f32 (gemm: small shapes, `d` = 32,
 //! and a repack of both operands per call); here they run on the dense layers' kernel.
@@ -9,8 +9,8 @@
 use std::arch::x86_64::*;
 use std::cell::RefCell;
 
-use super::{available, quantize_row, scale_of, PackedI16, Quantized, NR};
-use crate::ml::embedder::cpu::kernels::avx2::softmax_rounded;
+use super::{available, quantize_row, scale_of, transpose, PackedI16, Quantized, NR};
+use crate::ml::embedder::cpu::kernels::avx2::RoundedSoftmax;
 
 /// One head of attention for a block of query rows.
 pub(in crate::ml::embedder::cpu) struct Head<'a> {
@@ -87,8 +87,9 @@ pub(in crate::ml::embedder::cpu) fn attend(
             );
             values.pack_rows(v, ld, len, d);
             let qmax = values.qmax;
+            let softmax = RoundedSoftmax::new();
             let n = quantized.fill(rows, values.pairs, |i, o| {
-                softmax_rounded(&scores[i * len..(i + 1) * len], o, qmax)
+                softmax.row(&scores[i * len..(i + 1) * len], o, qmax)
             });
             values.kernel(
                 &quantized.pairs[..n],
@@ -159,7 +160,13 @@ impl PackedI16 {
             let (p, c0) = (j0 / NR, j0 % NR);
             // SAFETY: the eight columns c0..c0+8 of panel p (past `out`: its zero
             // padding) are inside `data` (asserted) for every pair.
-            transpose8(&group[..8 * pairs], pairs, data.add(p * pairs * NR + c0));
+            transpose(
+                &group[..8 * pairs],
+                8,
+                pairs,
+                data.add(p * pairs * NR + c0),
+                NR,
+            );
         }
     }
 
@@ -228,51 +235,6 @@ impl PackedI16 {
     }
 }
 
-/// Eight rows of `pairs` i32 (`src`, row-major) into columns: pair `k` of row `r` to
-/// `dst[k·NR + r]`.
-#[target_feature(enable = "avx2")]
-unsafe fn transpose8(src: &[i32], pairs: usize, dst: *mut i32) {
-    assert!(src.len() >= 8 * pairs, "transpose8: source");
-    let s = src.as_ptr();
-    let mut k = 0;
-    while k + 8 <= pairs {
-        // SAFETY: pairs k..k+8 of the eight rows are inside `src`; the caller vouches
-        // for `dst`.
-        let r: [__m256i; 8] =
-            std::array::from_fn(|i| _mm256_loadu_si256(s.add(i * pairs + k).cast()));
-        let t: [__m256i; 8] = std::array::from_fn(|i| {
-            let (a, b) = (r[i / 2 * 2], r[i / 2 * 2 + 1]);
-            if i % 2 == 0 {
-                _mm256_unpacklo_epi32(a, b)
-            } else {
-                _mm256_unpackhi_epi32(a, b)
-            }
-        });
-        // u[0..4]: rows 0-3 of pairs (0,4), (1,5), (2,6), (3,7); u[4..8]: rows 4-7.
-        let u: [__m256i; 8] = std::array::from_fn(|i| {
-            let base = if i < 4 { 0 } else { 4 };
-            let (a, b) = (t[base + (i % 4) / 2], t[base + (i % 4) / 2 + 2]);
-            if i % 2 == 0 {
-                _mm256_unpacklo_epi64(a, b)
-            } else {
-                _mm256_unpackhi_epi64(a, b)
-            }
-        });
-        for j in 0..4 {
-            let lo = _mm256_permute2x128_si256::<0x20>(u[j], u[4 + j]);
-            let hi = _mm256_permute2x128_si256::<0x31>(u[j], u[4 + j]);
-            _mm256_storeu_si256(dst.add((k + j) * NR).cast(), lo);
-            _mm256_storeu_si256(dst.add((k + 4 + j) * NR).cast(), hi);
-        }
-        k += 8;
-    }
-    for k in k..pairs {
-        for r in 0..8 {
-            *dst.add(k * NR + r) = *s.add(r * pairs + k);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,7 +280,7 @@ mod tests {
             let qmax = 3000.0;
             let mut out = vec![-1i32; n.div_ceil(2)];
             // SAFETY: `available()` held.
-            let scale = unsafe { softmax_rounded(&row, &mut out, qmax) };
+            let scale = unsafe { RoundedSoftmax::new().row(&row, &mut out, qmax) };
             let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             let e: Vec<f64> = row.iter().map(|&x| f64::from(x - max).exp()).collect();
             let sum: f64 = e.iter().sum();

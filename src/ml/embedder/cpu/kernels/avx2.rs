@@ -228,20 +228,14 @@ pub(super) unsafe fn softmax(rows: &mut [f32], width: usize) {
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn softmax_row(row: &mut [f32], c: &Consts) {
-    let body = row.len() - row.len() % LANES;
+    let Tail {
+        body,
+        mask,
+        tail_in,
+        max: m,
+    } = row_max(row);
     let (head, tail) = row.split_at_mut(body);
-    // The tail (attention rows are sequence lengths: any width) as one masked vector:
-    // its missing lanes read as -inf for the maximum and count as zero in the sum.
-    let mask = tail_mask(tail.len());
-    let ninf = splat(f32::NEG_INFINITY);
     let t = tail.as_mut_ptr();
-    // SAFETY: the mask enables only the first `tail.len()` lanes, all inside `tail`.
-    let tail_in = _mm256_blendv_ps(ninf, _mm256_maskload_ps(t, mask), _mm256_castsi256_ps(mask));
-    let mut vmax = tail_in;
-    for x in head.chunks_exact(LANES) {
-        vmax = _mm256_max_ps(vmax, load(x));
-    }
-    let m = splat(hmax(vmax));
     let mut acc = _mm256_setzero_ps();
     for x in head.chunks_exact_mut(LANES) {
         let e = exp(_mm256_sub_ps(load(x), m), c);
@@ -258,6 +252,41 @@ unsafe fn softmax_row(row: &mut [f32], c: &Consts) {
     _mm256_maskstore_ps(t, mask, _mm256_mul_ps(tail_e, iv));
 }
 
+/// A softmax row's maximum and its tail (attention rows are sequence lengths: any
+/// width) as one masked vector, whose missing lanes read as -inf.
+struct Tail {
+    /// Values before the tail (a multiple of 8).
+    body: usize,
+    /// The tail's lanes.
+    mask: __m256i,
+    tail_in: __m256,
+    /// The row's maximum in every lane.
+    max: __m256,
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn row_max(row: &[f32]) -> Tail {
+    let body = row.len() - row.len() % LANES;
+    let mask = tail_mask(row.len() - body);
+    // SAFETY: the mask enables only the lanes past `body` that are inside `row`.
+    let tail_in = _mm256_blendv_ps(
+        splat(f32::NEG_INFINITY),
+        _mm256_maskload_ps(row.as_ptr().add(body), mask),
+        _mm256_castsi256_ps(mask),
+    );
+    let mut vmax = tail_in;
+    for x in row[..body].chunks_exact(LANES) {
+        vmax = _mm256_max_ps(vmax, load(x));
+    }
+    Tail {
+        body,
+        mask,
+        tail_in,
+        max: splat(hmax(vmax)),
+    }
+}
+
 /// A mask of the first `n` (< 8) lanes.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
@@ -269,35 +298,44 @@ unsafe fn tail_mask(n: usize) -> __m256i {
     )
 }
 
-/// Softmax of `row` rounded straight to i16 for a product: `q_j = round(qmax · e^(x_j −
-/// max))`, pairs of values as one i32 in `out` (`row.len()` rounded up to even values,
-/// the odd one's partner zero), and returns the scale that turns `q` into
-/// probabilities, `1 / (qmax · Σ e^(x_j − max))`. The largest probability's exponential
-/// is 1, so `qmax` levels cover the row exactly as rounding the softmax with a scale of
-/// its own maximum would, without the pass that divides by the sum.
+/// Attention's softmax rounded straight to i16, its constants splatted once per head
+/// rather than once per row.
+pub(in crate::ml::embedder::cpu) struct RoundedSoftmax(Consts);
+
+impl RoundedSoftmax {
+    #[target_feature(enable = "avx2,fma")]
+    pub(in crate::ml::embedder::cpu) unsafe fn new() -> Self {
+        Self(Consts::new())
+    }
+
+    /// Softmax of `row` rounded straight to i16 for a product: `q_j = round(qmax ·
+    /// e^(x_j − max))`, pairs of values as one i32 in `out` (`row.len()` rounded up to
+    /// even values, the odd one's partner zero), and returns the scale that turns `q`
+    /// into probabilities, `1 / (qmax · Σ e^(x_j − max))`. The largest probability's
+    /// exponential is 1, so `qmax` levels cover the row exactly as rounding the softmax
+    /// with a scale of its own maximum would, without the pass that divides by the sum.
+    #[target_feature(enable = "avx2,fma")]
+    pub(in crate::ml::embedder::cpu) unsafe fn row(
+        &self,
+        row: &[f32],
+        out: &mut [i32],
+        qmax: f32,
+    ) -> f32 {
+        softmax_rounded(row, out, qmax, &self.0)
+    }
+}
+
+#[inline]
 #[target_feature(enable = "avx2,fma")]
-pub(in crate::ml::embedder::cpu) unsafe fn softmax_rounded(
-    row: &[f32],
-    out: &mut [i32],
-    qmax: f32,
-) -> f32 {
+unsafe fn softmax_rounded(row: &[f32], out: &mut [i32], qmax: f32, c: &Consts) -> f32 {
     let n = row.len();
     assert!(out.len() >= n.div_ceil(2), "softmax_rounded: output");
-    let c = Consts::new();
-    let body = n - n % LANES;
-    let mask = tail_mask(n - body);
-    let ninf = splat(f32::NEG_INFINITY);
-    // SAFETY: the mask enables only the lanes past `body` that are inside `row`.
-    let tail_in = _mm256_blendv_ps(
-        ninf,
-        _mm256_maskload_ps(row.as_ptr().add(body), mask),
-        _mm256_castsi256_ps(mask),
-    );
-    let mut vmax = tail_in;
-    for x in row[..body].chunks_exact(LANES) {
-        vmax = _mm256_max_ps(vmax, load(x));
-    }
-    let m = splat(hmax(vmax));
+    let Tail {
+        body,
+        mask,
+        tail_in,
+        max: m,
+    } = row_max(row);
     let q = splat(qmax);
     let dst = out.as_mut_ptr().cast::<i16>();
     let mut acc = _mm256_setzero_ps();
@@ -305,8 +343,8 @@ pub(in crate::ml::embedder::cpu) unsafe fn softmax_rounded(
     // Sixteen values at a time: two vectors rounded, packed to i16 (in the default
     // rounding mode, to nearest even; 0 <= e·qmax <= qmax, so nothing saturates).
     while k + 16 <= body {
-        let e0 = exp_nonpositive(_mm256_sub_ps(load(&row[k..]), m), &c);
-        let e1 = exp_nonpositive(_mm256_sub_ps(load(&row[k + 8..]), m), &c);
+        let e0 = exp_nonpositive(_mm256_sub_ps(load(&row[k..]), m), c);
+        let e1 = exp_nonpositive(_mm256_sub_ps(load(&row[k + 8..]), m), c);
         acc = _mm256_add_ps(acc, _mm256_add_ps(e0, e1));
         let a = _mm256_cvtps_epi32(_mm256_mul_ps(e0, q));
         let b = _mm256_cvtps_epi32(_mm256_mul_ps(e1, q));
@@ -319,7 +357,7 @@ pub(in crate::ml::embedder::cpu) unsafe fn softmax_rounded(
     let mut rest = [0i32; 16];
     let mut j = 0;
     while k + j + LANES <= body {
-        let e = exp_nonpositive(_mm256_sub_ps(load(&row[k + j..]), m), &c);
+        let e = exp_nonpositive(_mm256_sub_ps(load(&row[k + j..]), m), c);
         acc = _mm256_add_ps(acc, e);
         _mm256_storeu_si256(
             rest.as_mut_ptr().add(j).cast(),
@@ -328,7 +366,7 @@ pub(in crate::ml::embedder::cpu) unsafe fn softmax_rounded(
         j += LANES;
     }
     let tail_e = _mm256_and_ps(
-        exp_nonpositive(_mm256_sub_ps(tail_in, m), &c),
+        exp_nonpositive(_mm256_sub_ps(tail_in, m), c),
         _mm256_castsi256_ps(mask),
     );
     acc = _mm256_add_ps(acc, tail_e);
