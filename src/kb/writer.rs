@@ -78,7 +78,8 @@ struct Pending {
 
 /// What the writer thread is asked to do.
 enum Msg {
-    Write(Pending),
+    /// Boxed: a write is large (its parsed source and vectors' metadata), `Show` is not.
+    Write(Box<Pending>),
     /// A client was told of changes: make them visible to full-text searches.
     Show,
 }
@@ -128,7 +129,7 @@ impl GroupWriter {
             span: tracing::Span::current(),
         };
         self.tx
-            .send(Msg::Write(pending))
+            .send(Msg::Write(Box::new(pending)))
             .map_err(|_| Error::Unavailable("the writer has stopped".into()))?;
         rx.await
             .map_err(|_| Error::Internal(anyhow::anyhow!("the writer stopped mid-write")))?
@@ -144,7 +145,7 @@ fn run(rx: Receiver<Msg>, t: Targets) {
             Some(since) => rx.recv_deadline(since + MAX_STAGED),
         };
         let first = match msg {
-            Ok(Msg::Write(p)) => p,
+            Ok(Msg::Write(p)) => *p,
             Ok(Msg::Show) => {
                 if t.fulltext.behind() {
                     commit_fulltext(&t);
@@ -165,7 +166,7 @@ fn run(rx: Receiver<Msg>, t: Targets) {
             match rx.recv_timeout(LINGER) {
                 Ok(Msg::Write(p)) => {
                     chunks += p.write.prepared.chunks.len();
-                    group.push(p);
+                    group.push(*p);
                 }
                 // Looked at after the group (`behind`).
                 Ok(Msg::Show) => {}
