@@ -356,7 +356,62 @@ pub fn write_random_cross_encoder_shaped(
     BertModel::load(vb.pp("bert"), &cfg)?;
     linear(shape.hidden, shape.hidden, vb.pp("bert.pooler.dense"))?;
     linear(shape.hidden, 1, vb.pp("classifier"))?;
+    reseed(&varmap)?;
     varmap.save(dir.join("model.safetensors"))?;
+    Ok(())
+}
+
+/// Replaces the VarMap's random values (candle's CPU generator cannot be seeded) with
+/// values from a fixed seed, drawn as candle initialises them: embeddings N(0, 1), linear
+/// weights `[out, in]` N(0, 2/in), their biases uniform within ±1/√in; LayerNorm's
+/// ones and zeros are kept. The same shape gives the same model every run,
+/// so tests that compare paths on it do not pass or fail by chance.
+fn reseed(varmap: &candle_nn::VarMap) -> Result<(), MlError> {
+    let vars = varmap.data().lock().expect("varmap lock");
+    let mut names: Vec<&String> = vars.keys().collect();
+    names.sort();
+    // splitmix64
+    let mut state = 0x5eed_u64;
+    let mut uniform = move || {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    };
+    for name in names {
+        if name.contains("LayerNorm") {
+            continue;
+        }
+        let var = &vars[name];
+        let count = var.elem_count();
+        let fan_in = |weight: &str| {
+            vars.get(weight)
+                .and_then(|w| w.dims().get(1).copied())
+                .unwrap_or(1) as f64
+        };
+        let fresh: Vec<f32> = if name.ends_with("embeddings.weight") || var.rank() == 2 {
+            let std = if name.ends_with("embeddings.weight") {
+                1.0
+            } else {
+                (2.0 / var.dims()[1] as f64).sqrt()
+            };
+            (0..count)
+                .map(|_| {
+                    // Box-Muller
+                    let (u, v) = (uniform().max(f64::MIN_POSITIVE), uniform());
+                    let n = (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos();
+                    (n * std) as f32
+                })
+                .collect()
+        } else {
+            let bound = 1.0 / fan_in(&name.replace(".bias", ".weight")).sqrt();
+            (0..count)
+                .map(|_| ((2.0 * uniform() - 1.0) * bound) as f32)
+                .collect()
+        };
+        var.set(&Tensor::from_vec(fresh, var.shape(), &Device::Cpu)?)?;
+    }
     Ok(())
 }
 
@@ -369,6 +424,30 @@ mod tests {
             .map(std::path::PathBuf::from)
             .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("models"))
             .join("all-MiniLM-L6-v2/tokenizer.json")
+    }
+
+    #[test]
+    fn a_random_cross_encoder_is_the_same_every_time() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        for dir in [&a, &b] {
+            write_random_cross_encoder(dir.path(), &tokenizer_json())
+                .expect("run scripts/setup.sh for the tokenizer");
+        }
+        // By name: the file's order of tensors follows a hash map's.
+        let read = |d: &tempfile::TempDir| {
+            candle_core::safetensors::load(d.path().join("model.safetensors"), &Device::Cpu)
+                .unwrap()
+        };
+        let (x, y) = (read(&a), read(&b));
+        assert!(x.len() > 10, "{} tensors", x.len());
+        assert_eq!(x.len(), y.len());
+        for (name, t) in &x {
+            let values = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            assert!(
+                values(t) == values(&y[name]),
+                "{name} differs between two writes"
+            );
+        }
     }
 
     #[test]
