@@ -385,16 +385,11 @@ fn reseed(varmap: &candle_nn::VarMap) -> Result<(), MlError> {
         }
         let var = &vars[name];
         let count = var.elem_count();
-        let fan_in = |weight: &str| {
-            vars.get(weight)
-                .and_then(|w| w.dims().get(1).copied())
-                .unwrap_or(1) as f64
-        };
-        let fresh: Vec<f32> = if name.ends_with("embeddings.weight") || var.rank() == 2 {
+        let fresh: Vec<f32> = if let [_, inp] = var.dims() {
             let std = if name.ends_with("embeddings.weight") {
                 1.0
             } else {
-                (2.0 / var.dims()[1] as f64).sqrt()
+                (2.0 / *inp as f64).sqrt()
             };
             (0..count)
                 .map(|_| {
@@ -405,7 +400,12 @@ fn reseed(varmap: &candle_nn::VarMap) -> Result<(), MlError> {
                 })
                 .collect()
         } else {
-            let bound = 1.0 / fan_in(&name.replace(".bias", ".weight")).sqrt();
+            // A bias: its weight's inputs.
+            let inp = vars
+                .get(&name.replace(".bias", ".weight"))
+                .and_then(|w| w.dims().get(1).copied())
+                .unwrap_or(1);
+            let bound = 1.0 / (inp as f64).sqrt();
             (0..count)
                 .map(|_| ((2.0 * uniform() - 1.0) * bound) as f32)
                 .collect()

@@ -321,66 +321,61 @@ impl RoundedSoftmax {
         out: &mut [i32],
         qmax: f32,
     ) -> f32 {
-        softmax_rounded(row, out, qmax, &self.0)
-    }
-}
-
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn softmax_rounded(row: &[f32], out: &mut [i32], qmax: f32, c: &Consts) -> f32 {
-    let n = row.len();
-    assert!(out.len() >= n.div_ceil(2), "softmax_rounded: output");
-    let Tail {
-        body,
-        mask,
-        tail_in,
-        max: m,
-    } = row_max(row);
-    let q = splat(qmax);
-    let dst = out.as_mut_ptr().cast::<i16>();
-    let mut acc = _mm256_setzero_ps();
-    let mut k = 0;
-    // Sixteen values at a time: two vectors rounded, packed to i16 (in the default
-    // rounding mode, to nearest even; 0 <= e·qmax <= qmax, so nothing saturates).
-    while k + 16 <= body {
-        let e0 = exp_nonpositive(_mm256_sub_ps(load(&row[k..]), m), c);
-        let e1 = exp_nonpositive(_mm256_sub_ps(load(&row[k + 8..]), m), c);
-        acc = _mm256_add_ps(acc, _mm256_add_ps(e0, e1));
-        let a = _mm256_cvtps_epi32(_mm256_mul_ps(e0, q));
-        let b = _mm256_cvtps_epi32(_mm256_mul_ps(e1, q));
-        let v = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packs_epi32(a, b));
-        // SAFETY: values k..k+16 are inside `out` (n.div_ceil(2) pairs, asserted).
-        _mm256_storeu_si256(dst.add(k).cast(), v);
-        k += 16;
-    }
-    // The rest (fewer than 16 values): at most one whole vector and the masked tail.
-    let mut rest = [0i32; 16];
-    let mut j = 0;
-    while k + j + LANES <= body {
-        let e = exp_nonpositive(_mm256_sub_ps(load(&row[k + j..]), m), c);
-        acc = _mm256_add_ps(acc, e);
+        let c = &self.0;
+        let n = row.len();
+        assert!(out.len() >= n.div_ceil(2), "rounded softmax: output");
+        let Tail {
+            body,
+            mask,
+            tail_in,
+            max: m,
+        } = row_max(row);
+        let q = splat(qmax);
+        let dst = out.as_mut_ptr().cast::<i16>();
+        let mut acc = _mm256_setzero_ps();
+        let mut k = 0;
+        // Sixteen values at a time: two vectors rounded, packed to i16 (in the default
+        // rounding mode, to nearest even; 0 <= e·qmax <= qmax, so nothing saturates).
+        while k + 16 <= body {
+            let e0 = exp_nonpositive(_mm256_sub_ps(load(&row[k..]), m), c);
+            let e1 = exp_nonpositive(_mm256_sub_ps(load(&row[k + 8..]), m), c);
+            acc = _mm256_add_ps(acc, _mm256_add_ps(e0, e1));
+            let a = _mm256_cvtps_epi32(_mm256_mul_ps(e0, q));
+            let b = _mm256_cvtps_epi32(_mm256_mul_ps(e1, q));
+            let v = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packs_epi32(a, b));
+            // SAFETY: values k..k+16 are inside `out` (n.div_ceil(2) pairs, asserted).
+            _mm256_storeu_si256(dst.add(k).cast(), v);
+            k += 16;
+        }
+        // The rest (fewer than 16 values): at most one whole vector and the masked tail.
+        let mut rest = [0i32; 16];
+        let mut j = 0;
+        while k + j + LANES <= body {
+            let e = exp_nonpositive(_mm256_sub_ps(load(&row[k + j..]), m), c);
+            acc = _mm256_add_ps(acc, e);
+            _mm256_storeu_si256(
+                rest.as_mut_ptr().add(j).cast(),
+                _mm256_cvtps_epi32(_mm256_mul_ps(e, q)),
+            );
+            j += LANES;
+        }
+        let tail_e = _mm256_and_ps(
+            exp_nonpositive(_mm256_sub_ps(tail_in, m), c),
+            _mm256_castsi256_ps(mask),
+        );
+        acc = _mm256_add_ps(acc, tail_e);
         _mm256_storeu_si256(
             rest.as_mut_ptr().add(j).cast(),
-            _mm256_cvtps_epi32(_mm256_mul_ps(e, q)),
+            _mm256_cvtps_epi32(_mm256_mul_ps(tail_e, q)),
         );
-        j += LANES;
+        for (i, &v) in rest[..n - k].iter().enumerate() {
+            // SAFETY: value k + i < n is inside `out`.
+            *dst.add(k + i) = v as i16;
+        }
+        if n % 2 == 1 {
+            // SAFETY: the pair of value n - 1 is inside `out`.
+            *dst.add(n) = 0;
+        }
+        1.0 / (qmax * hsum(acc))
     }
-    let tail_e = _mm256_and_ps(
-        exp_nonpositive(_mm256_sub_ps(tail_in, m), c),
-        _mm256_castsi256_ps(mask),
-    );
-    acc = _mm256_add_ps(acc, tail_e);
-    _mm256_storeu_si256(
-        rest.as_mut_ptr().add(j).cast(),
-        _mm256_cvtps_epi32(_mm256_mul_ps(tail_e, q)),
-    );
-    for (i, &v) in rest[..n - k].iter().enumerate() {
-        // SAFETY: value k + i < n is inside `out`.
-        *dst.add(k + i) = v as i16;
-    }
-    if n % 2 == 1 {
-        // SAFETY: the pair of value n - 1 is inside `out`.
-        *dst.add(n) = 0;
-    }
-    1.0 / (qmax * hsum(acc))
 }
