@@ -19,7 +19,7 @@
 //! The `/search` probe is the instrument for latency, and each query costs the bulk
 //! passes what it takes (its embedding runs ahead of them, ~3 ms on one core, plus the
 //! search itself): one query every 50 ms (~15 a second) took ~10% of the bulk upload's
-//! rate on Zen 3 (rounds with and without the probe, alternated in one run); one every
+//! rate on Zen 3 (rounds with and without the probe, alternated within runs); one every
 //! 250 ms is about a fifth of those queries. The default samples a few hundred latencies
 //! over the run; pass 50 to measure under the heavier load.
 
