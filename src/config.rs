@@ -101,6 +101,86 @@ pub struct Config {
     pub rate_limit_tools: u32,
     /// Days a soft-deleted conversation is kept before it is purged.
     pub conversation_retention_days: u64,
+    /// Base URL of an OpenAI-compatible server that runs the LLM (`RAGD_LLM_URL`), e.g.
+    /// `http://gpu-box:8080` (llama.cpp's server, vLLM, Ollama); empty: the local engine.
+    pub llm_url: String,
+    /// Bearer key sent to `llm_url` (`RAGD_LLM_API_KEY`).
+    pub llm_api_key: Option<String>,
+    /// Model name sent to `llm_url` (`RAGD_LLM_REMOTE_MODEL`); empty: the server's first.
+    pub llm_remote_model: String,
+    /// The remote LLM's context window in tokens when the server does not report it
+    /// (`RAGD_LLM_CONTEXT_LENGTH`).
+    pub llm_context_length: Option<usize>,
+    /// Most generations sent to `llm_url` at once (`RAGD_LLM_REMOTE_PARALLEL`); the
+    /// server batches them itself. Beyond it, and a queue as long, requests get 429.
+    pub llm_remote_parallel: usize,
+    /// Base URL of an embedding server (`RAGD_EMBED_URL`); empty: the local embedder.
+    pub embed_url: String,
+    /// The embedding server's API (`RAGD_EMBED_API`): `openai` (`/v1/embeddings`) or
+    /// `tei` (text-embeddings-inference's `/embed`).
+    pub embed_api: EmbedApi,
+    /// Bearer key sent to `embed_url` (`RAGD_EMBED_API_KEY`).
+    pub embed_api_key: Option<String>,
+    /// Model name sent to `embed_url` (`RAGD_EMBED_REMOTE_MODEL`).
+    pub embed_remote_model: String,
+    /// Base URL of a reranking server (`RAGD_RERANK_URL`); empty: the local cross-encoder.
+    pub rerank_url: String,
+    /// The reranking server's API (`RAGD_RERANK_API`): `jina` (`/v1/rerank`, as llama.cpp's
+    /// server, Jina and Cohere serve it) or `tei` (`/rerank`).
+    pub rerank_api: RerankApi,
+    /// Bearer key sent to `rerank_url` (`RAGD_RERANK_API_KEY`).
+    pub rerank_api_key: Option<String>,
+    /// Model name sent to `rerank_url` (`RAGD_RERANK_REMOTE_MODEL`).
+    pub rerank_remote_model: String,
+    /// Seconds one request to a remote server may take (`RAGD_REMOTE_TIMEOUT_SECS`); a
+    /// streamed generation may take this long between two pieces.
+    pub remote_timeout_secs: u64,
+    /// Starting with a different embedder than the stored vectors' starts re-embedding
+    /// them at once (`RAGD_REEMBED_ON_CHANGE`); otherwise searches are refused until
+    /// `ragd reindex` (or `POST /api/v1/reindex`) has run.
+    pub reembed_on_change: bool,
+}
+
+/// The API of a remote embedding server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EmbedApi {
+    /// `POST /v1/embeddings` (OpenAI, llama.cpp's server, vLLM, Ollama, TEI).
+    Openai,
+    /// `POST /embed` (text-embeddings-inference).
+    Tei,
+}
+
+impl std::str::FromStr for EmbedApi {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "openai" => Ok(Self::Openai),
+            "tei" => Ok(Self::Tei),
+            other => Err(format!("{other:?}: expected openai or tei")),
+        }
+    }
+}
+
+/// The API of a remote reranking server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RerankApi {
+    /// `POST /v1/rerank` with `documents` (llama.cpp's server, Jina, Cohere).
+    Jina,
+    /// `POST /rerank` with `texts` (text-embeddings-inference).
+    Tei,
+}
+
+impl std::str::FromStr for RerankApi {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "jina" => Ok(Self::Jina),
+            "tei" => Ok(Self::Tei),
+            other => Err(format!("{other:?}: expected jina or tei")),
+        }
+    }
 }
 
 /// How log lines are written.
@@ -156,6 +236,21 @@ impl Default for Config {
             rate_limit_chat: 100,
             rate_limit_tools: 50,
             conversation_retention_days: 30,
+            llm_url: String::new(),
+            llm_api_key: None,
+            llm_remote_model: String::new(),
+            llm_context_length: None,
+            llm_remote_parallel: 8,
+            embed_url: String::new(),
+            embed_api: EmbedApi::Openai,
+            embed_api_key: None,
+            embed_remote_model: String::new(),
+            rerank_url: String::new(),
+            rerank_api: RerankApi::Jina,
+            rerank_api_key: None,
+            rerank_remote_model: String::new(),
+            remote_timeout_secs: 120,
+            reembed_on_change: false,
         }
     }
 }
@@ -205,6 +300,21 @@ pub struct Layer {
     pub rate_limit_chat: Option<u32>,
     pub rate_limit_tools: Option<u32>,
     pub conversation_retention_days: Option<u64>,
+    pub llm_url: Option<String>,
+    pub llm_api_key: Option<String>,
+    pub llm_remote_model: Option<String>,
+    pub llm_context_length: Option<usize>,
+    pub llm_remote_parallel: Option<usize>,
+    pub embed_url: Option<String>,
+    pub embed_api: Option<EmbedApi>,
+    pub embed_api_key: Option<String>,
+    pub embed_remote_model: Option<String>,
+    pub rerank_url: Option<String>,
+    pub rerank_api: Option<RerankApi>,
+    pub rerank_api_key: Option<String>,
+    pub rerank_remote_model: Option<String>,
+    pub remote_timeout_secs: Option<u64>,
+    pub reembed_on_change: Option<bool>,
 }
 
 /// API keys as a TOML array or a comma-separated string.
@@ -326,6 +436,33 @@ impl Layer {
             rate_limit_chat: parse("RAGD_RATE_LIMIT_CHAT")?.map(|v| v as u32),
             rate_limit_tools: parse("RAGD_RATE_LIMIT_TOOLS")?.map(|v| v as u32),
             conversation_retention_days: parse("RAGD_CONVERSATION_RETENTION_DAYS")?,
+            llm_url: get("RAGD_LLM_URL"),
+            llm_api_key: get("RAGD_LLM_API_KEY"),
+            llm_remote_model: get("RAGD_LLM_REMOTE_MODEL"),
+            llm_context_length: parse("RAGD_LLM_CONTEXT_LENGTH")?.map(|v| v as usize),
+            llm_remote_parallel: parse("RAGD_LLM_REMOTE_PARALLEL")?.map(|v| v as usize),
+            embed_url: get("RAGD_EMBED_URL"),
+            embed_api: get("RAGD_EMBED_API")
+                .map(|v| v.parse().map_err(|e| anyhow::anyhow!("RAGD_EMBED_API={e}")))
+                .transpose()?,
+            embed_api_key: get("RAGD_EMBED_API_KEY"),
+            embed_remote_model: get("RAGD_EMBED_REMOTE_MODEL"),
+            rerank_url: get("RAGD_RERANK_URL"),
+            rerank_api: get("RAGD_RERANK_API")
+                .map(|v| {
+                    v.parse()
+                        .map_err(|e| anyhow::anyhow!("RAGD_RERANK_API={e}"))
+                })
+                .transpose()?,
+            rerank_api_key: get("RAGD_RERANK_API_KEY"),
+            rerank_remote_model: get("RAGD_RERANK_REMOTE_MODEL"),
+            remote_timeout_secs: parse("RAGD_REMOTE_TIMEOUT_SECS")?,
+            reembed_on_change: match get("RAGD_REEMBED_ON_CHANGE").as_deref() {
+                None => None,
+                Some("1" | "true" | "yes" | "on") => Some(true),
+                Some("0" | "false" | "no" | "off") => Some(false),
+                Some(other) => bail!("RAGD_REEMBED_ON_CHANGE={other:?}: expected true or false"),
+            },
         })
     }
 }
@@ -380,8 +517,31 @@ impl Config {
             action_ttl_secs,
             rate_limit_chat,
             rate_limit_tools,
-            conversation_retention_days
+            conversation_retention_days,
+            llm_url,
+            llm_remote_model,
+            llm_remote_parallel,
+            embed_url,
+            embed_api,
+            embed_remote_model,
+            rerank_url,
+            rerank_api,
+            rerank_remote_model,
+            remote_timeout_secs,
+            reembed_on_change
         );
+        for (slot, v) in [
+            (&mut self.llm_api_key, l.llm_api_key),
+            (&mut self.embed_api_key, l.embed_api_key),
+            (&mut self.rerank_api_key, l.rerank_api_key),
+        ] {
+            if let Some(v) = v {
+                *slot = Some(v);
+            }
+        }
+        if let Some(n) = l.llm_context_length {
+            self.llm_context_length = Some(n);
+        }
         if let Some(t) = l.llm_threads {
             self.llm_threads = Some(t);
         }
@@ -445,6 +605,31 @@ impl Config {
         if self.host.trim().is_empty() {
             bail!("host must not be empty");
         }
+        for (name, url) in [
+            ("llm_url", &self.llm_url),
+            ("embed_url", &self.embed_url),
+            ("rerank_url", &self.rerank_url),
+        ] {
+            if !url.is_empty() {
+                let parsed = reqwest::Url::parse(url)
+                    .with_context(|| format!("{name}={url:?} is not a URL"))?;
+                if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+                    bail!("{name}={url:?}: expected an http:// or https:// URL with a host");
+                }
+            }
+        }
+        if self.llm_remote_parallel == 0 || self.llm_remote_parallel > 1024 {
+            bail!(
+                "llm_remote_parallel must be 1-1024, got {}",
+                self.llm_remote_parallel
+            );
+        }
+        if self.llm_context_length.is_some_and(|n| n < 64) {
+            bail!("llm_context_length must be at least 64");
+        }
+        if self.remote_timeout_secs == 0 {
+            bail!("remote_timeout_secs must be at least 1");
+        }
         Ok(())
     }
 
@@ -485,6 +670,11 @@ impl Config {
         self.pdfium_library
             .clone()
             .unwrap_or_else(|| self.models_dir.join("pdfium/libpdfium.so"))
+    }
+
+    /// Whether the LLM runs on a remote server.
+    pub fn llm_is_remote(&self) -> bool {
+        !self.llm_url.is_empty()
     }
 
     /// Whether `/api/v1` requires `X-API-Key`.

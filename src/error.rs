@@ -49,7 +49,9 @@ impl From<crate::ml::MlError> for Error {
         match e {
             MlError::Overloaded => Self::Overloaded(e.to_string()),
             MlError::InvalidInput(m) => Self::BadRequest(m),
-            MlError::WorkerGone | MlError::Load(_) => Self::Unavailable(e.to_string()),
+            MlError::WorkerGone | MlError::Load(_) | MlError::Unavailable(_) => {
+                Self::Unavailable(e.to_string())
+            }
             MlError::Inference(_) => Self::Internal(anyhow::Error::new(e)),
         }
     }

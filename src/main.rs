@@ -90,7 +90,7 @@ enum UserAction {
     ResetKey { email: String },
 }
 
-#[derive(Args)]
+#[derive(Args, Default)]
 struct ServeArgs {
     /// Configuration file (default: ./ragd.toml if present; or RAGD_CONFIG).
     #[arg(long)]
@@ -116,6 +116,30 @@ struct ServeArgs {
     /// Log format: text or json.
     #[arg(long, value_parser = ["text", "json"])]
     log_format: Option<String>,
+    /// Base URL of an OpenAI-compatible server that runs the LLM (empty: the local engine).
+    #[arg(long)]
+    llm_url: Option<String>,
+    /// Model name to ask `--llm-url` for.
+    #[arg(long)]
+    llm_remote_model: Option<String>,
+    /// Base URL of an embedding server (empty: the local embedder).
+    #[arg(long)]
+    embed_url: Option<String>,
+    /// The embedding server's API: openai (/v1/embeddings) or tei (/embed).
+    #[arg(long)]
+    embed_api: Option<ragd::config::EmbedApi>,
+    /// Model name to ask `--embed-url` for.
+    #[arg(long)]
+    embed_remote_model: Option<String>,
+    /// Base URL of a reranking server (empty: the local cross-encoder).
+    #[arg(long)]
+    rerank_url: Option<String>,
+    /// The reranking server's API: jina (/v1/rerank) or tei (/rerank).
+    #[arg(long)]
+    rerank_api: Option<ragd::config::RerankApi>,
+    /// Model name to ask `--rerank-url` for.
+    #[arg(long)]
+    rerank_remote_model: Option<String>,
 }
 
 impl ServeArgs {
@@ -134,6 +158,14 @@ impl ServeArgs {
                     LogFormat::Text
                 }
             }),
+            llm_url: self.llm_url.clone(),
+            llm_remote_model: self.llm_remote_model.clone(),
+            embed_url: self.embed_url.clone(),
+            embed_api: self.embed_api,
+            embed_remote_model: self.embed_remote_model.clone(),
+            rerank_url: self.rerank_url.clone(),
+            rerank_api: self.rerank_api,
+            rerank_remote_model: self.rerank_remote_model.clone(),
             ..Layer::default()
         }
     }
@@ -237,12 +269,7 @@ async fn user_command(args: UserArgs) -> anyhow::Result<()> {
     let config = load_config(&ServeArgs {
         config: args.config.clone(),
         data_dir: args.data_dir.clone(),
-        host: None,
-        port: None,
-        models_dir: None,
-        embedding_model: None,
-        api_keys: None,
-        log_format: None,
+        ..ServeArgs::default()
     })?;
     // Logs go to stderr: stdout carries only the command's output.
     let _ = tracing_subscriber::fmt()

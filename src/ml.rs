@@ -9,6 +9,7 @@ pub mod models;
 pub mod pool;
 pub mod pull;
 pub mod quant;
+pub mod remote;
 pub mod reranker;
 pub mod simd;
 
@@ -38,6 +39,10 @@ pub enum MlError {
     /// The model's worker thread has stopped.
     #[error("the model worker has stopped")]
     WorkerGone,
+    /// A remote inference server cannot be reached or keeps failing; the message names
+    /// the server and the last error, and is safe to show.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 impl From<candle_core::Error> for MlError {
@@ -71,4 +76,8 @@ pub trait Embedder: Send + 'static {
     fn token_counter(&self) -> TokenCounter;
     /// Short model name for stats and logs.
     fn name(&self) -> &str;
+    /// The inference server that runs the model, when it is not this process.
+    fn served_by(&self) -> Option<String> {
+        None
+    }
 }

@@ -10,16 +10,15 @@ use crate::jobs::Jobs;
 use crate::kb::admission::GateOptions;
 use crate::kb::fetch::FetchPolicy;
 use crate::kb::{indexes, KbParts, KnowledgeBase, LlmDefaults};
-use crate::ml::llm::{
-    Backend, CpuOptions, LlmEngine, LlmHandle, LlmWorkerOptions, SharedGenerator,
-};
-use crate::ml::reranker::{CrossEncoder, RerankHandle};
-use crate::ml::{device, BertEmbedder, EmbedHandle, EmbedWorkerOptions, Models};
+use crate::ml::llm::SharedGenerator;
+use crate::ml::Models;
 use crate::parse::archive::ZipLimits;
 use crate::parse::ParseOptions;
 use crate::retrieval::{FullTextIndex, VectorIndex, VectorStore};
 use crate::store::Store;
 use crate::time::Clock;
+
+mod models;
 
 /// How often a changed vector index is written to disk.
 const FLUSH_EVERY: Duration = Duration::from_secs(2);
@@ -96,87 +95,73 @@ impl AppState {
         let AppStateBuilder { config, clock, llm } = b;
         let config = Arc::new(config);
         let cfg = config.clone();
-        let (kb, models) = tokio::task::spawn_blocking(move || -> anyhow::Result<(KnowledgeBase, Models)> {
-            std::fs::create_dir_all(&cfg.data_dir)
-                .with_context(|| format!("creating data directory {}", cfg.data_dir.display()))?;
-            let store = Store::open(&cfg.data_dir.join("ragd.sqlite")).context("opening the database")?;
+        let (kb, models) =
+            tokio::task::spawn_blocking(move || -> anyhow::Result<(KnowledgeBase, Models)> {
+                std::fs::create_dir_all(&cfg.data_dir).with_context(|| {
+                    format!("creating data directory {}", cfg.data_dir.display())
+                })?;
+                let store = Store::open(&cfg.data_dir.join("ragd.sqlite"))
+                    .context("opening the database")?;
 
-            let model_dir = cfg.embedding_model_dir();
-            let started = std::time::Instant::now();
-            let model = BertEmbedder::load_with(&model_dir, device::best_device(), cfg.embed_batch_size, cfg.embed_precision).with_context(|| {
-                format!(
-                    "loading the embedder from {} (run scripts/setup.sh to install it)",
-                    model_dir.display()
-                )
-            })?;
-            tracing::info!(model = %model_dir.display(), arithmetic = model.arithmetic(), elapsed_ms = started.elapsed().as_millis() as u64, "embedder loaded");
-            let dim = crate::ml::Embedder::dim(&model);
-            let embedder = EmbedHandle::spawn(
-                model,
-                EmbedWorkerOptions {
-                    queue_capacity: cfg.embed_queue_capacity,
-                    max_batch_tokens: cfg.embed_batch_tokens,
-                    max_batch_texts: cfg.embed_batch_size,
-                    ..EmbedWorkerOptions::default()
-                },
-            )?;
+                let (embedder, dim) = models::load_embedder(&cfg)?;
 
-            let reranker = load_reranker(&cfg)?;
-            let llm = match llm {
-                Some(g) => Some(g),
-                None => load_llm(&cfg)?,
-            };
-            let models = Models {
-                embedder,
-                reranker,
-                llm,
-            };
-            // One usearch search slot per look-up the search gate admits at once.
-            let (vectors, vdisk) = VectorIndex::open(&cfg.data_dir, dim, cfg.search_threads)?;
-            let vectors: Arc<dyn VectorStore> = Arc::new(vectors);
-            let (fulltext, fdisk) = FullTextIndex::open(&cfg.data_dir)?;
-            indexes::reconcile(&store, vectors.as_ref(), vdisk, &fulltext, fdisk).context("reconciling indexes")?;
-            let kb = KnowledgeBase::new(KbParts {
-                store,
-                vectors,
-                fulltext: Arc::new(fulltext),
-                models: models.clone(),
-                parse_defaults: ParseOptions {
-                    pdfium_library: cfg.pdfium_library_path(),
-                    ocr_languages: cfg.ocr_languages.clone(),
-                    ..ParseOptions::default()
-                },
-                max_concurrent_parses: cfg.max_concurrent_parses,
-                zip_limits: ZipLimits {
-                    max_entries: cfg.max_zip_entries,
-                    max_entry_bytes: cfg.max_upload_bytes,
-                    max_total_bytes: cfg.max_zip_total_bytes,
-                    max_ratio: 200,
-                    ratio_floor_bytes: 1 << 20,
-                },
-                fetch_policy: FetchPolicy {
-                    allow_private: cfg.scrape_allow_private,
-                    allowed_hosts: cfg.scrape_allowed_hosts.clone(),
-                    max_bytes: cfg.max_scrape_bytes,
-                },
-                llm_defaults: LlmDefaults {
-                    max_tokens: cfg.llm_max_tokens,
-                    temperature: cfg.llm_temperature,
-                },
-                search_gate: GateOptions {
-                    running: cfg.search_threads,
-                    queue: cfg.search_queue,
-                    max_wait: Duration::from_secs(cfg.max_queue_wait_secs),
-                },
-                answer_gate: GateOptions {
-                    running: cfg.max_concurrent_answers,
-                    queue: cfg.answer_queue,
-                    max_wait: Duration::from_secs(cfg.max_queue_wait_secs),
-                },
-            })?;
-            Ok((kb, models))
-        })
-        .await??;
+                let reranker = models::load_reranker(&cfg)?;
+                let llm = match llm {
+                    Some(g) => Some(g),
+                    None => models::load_llm(&cfg)?,
+                };
+                let models = Models {
+                    embedder,
+                    reranker,
+                    llm,
+                };
+                // One usearch search slot per look-up the search gate admits at once.
+                let (vectors, vdisk) = VectorIndex::open(&cfg.data_dir, dim, cfg.search_threads)?;
+                let vectors: Arc<dyn VectorStore> = Arc::new(vectors);
+                let (fulltext, fdisk) = FullTextIndex::open(&cfg.data_dir)?;
+                indexes::reconcile(&store, vectors.as_ref(), vdisk, &fulltext, fdisk)
+                    .context("reconciling indexes")?;
+                let kb = KnowledgeBase::new(KbParts {
+                    store,
+                    vectors,
+                    fulltext: Arc::new(fulltext),
+                    models: models.clone(),
+                    parse_defaults: ParseOptions {
+                        pdfium_library: cfg.pdfium_library_path(),
+                        ocr_languages: cfg.ocr_languages.clone(),
+                        ..ParseOptions::default()
+                    },
+                    max_concurrent_parses: cfg.max_concurrent_parses,
+                    zip_limits: ZipLimits {
+                        max_entries: cfg.max_zip_entries,
+                        max_entry_bytes: cfg.max_upload_bytes,
+                        max_total_bytes: cfg.max_zip_total_bytes,
+                        max_ratio: 200,
+                        ratio_floor_bytes: 1 << 20,
+                    },
+                    fetch_policy: FetchPolicy {
+                        allow_private: cfg.scrape_allow_private,
+                        allowed_hosts: cfg.scrape_allowed_hosts.clone(),
+                        max_bytes: cfg.max_scrape_bytes,
+                    },
+                    llm_defaults: LlmDefaults {
+                        max_tokens: cfg.llm_max_tokens,
+                        temperature: cfg.llm_temperature,
+                    },
+                    search_gate: GateOptions {
+                        running: cfg.search_threads,
+                        queue: cfg.search_queue,
+                        max_wait: Duration::from_secs(cfg.max_queue_wait_secs),
+                    },
+                    answer_gate: GateOptions {
+                        running: cfg.max_concurrent_answers,
+                        queue: cfg.answer_queue,
+                        max_wait: Duration::from_secs(cfg.max_queue_wait_secs),
+                    },
+                })?;
+                Ok((kb, models))
+            })
+            .await??;
         let kb = Arc::new(kb);
         let flusher = tokio::spawn(flush_loop(kb.clone()));
         let jobs = Jobs::start(
@@ -215,66 +200,6 @@ impl AppState {
         self.kb.flush().await?;
         Ok(())
     }
-}
-
-/// The LLM when a GGUF file is configured or found under `models/`; a file that is there
-/// but cannot be loaded is a start-up error.
-fn load_llm(cfg: &Config) -> anyhow::Result<Option<SharedGenerator>> {
-    let Some(path) = cfg.llm_model_path() else {
-        tracing::info!(models = %cfg.models_dir.display(), "no LLM file; answers are extractive");
-        return Ok(None);
-    };
-    let started = std::time::Instant::now();
-    let backend = Backend::for_device(
-        device::best_device(),
-        CpuOptions {
-            threads: cfg.llm_threads,
-            tier: None,
-            kv: cfg.llm_kv_cache,
-        },
-        cfg.llm_prompt_cache_mb << 20,
-    );
-    let engine = LlmEngine::load(&path, backend).with_context(|| {
-        format!(
-            "loading the LLM from {} (set RAGD_LLM_MODEL or remove the file)",
-            path.display()
-        )
-    })?;
-    let info = engine.info().clone();
-    let handle = LlmHandle::spawn(
-        engine,
-        LlmWorkerOptions {
-            threads: cfg.llm_threads,
-            ..LlmWorkerOptions::default()
-        },
-    )?;
-    tracing::info!(
-        model = %info.name,
-        arch = info.arch.as_str(),
-        context = info.context_length,
-        file = %path.display(),
-        elapsed_ms = started.elapsed().as_millis() as u64,
-        "LLM loaded"
-    );
-    Ok(Some(Arc::new(handle)))
-}
-
-/// The cross-encoder when its folder holds a model; a model that is there but cannot be
-/// loaded is a start-up error, not a silent fallback.
-fn load_reranker(cfg: &Config) -> anyhow::Result<Option<RerankHandle>> {
-    let dir = cfg.reranker_model_dir();
-    if !dir.join("model.safetensors").exists() {
-        tracing::info!(dir = %dir.display(), "no reranker model; results are not reranked");
-        return Ok(None);
-    }
-    let model = CrossEncoder::load_with(&dir, device::best_device(), cfg.embed_precision)
-        .with_context(|| format!("loading the reranker from {}", dir.display()))?;
-    let name = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    tracing::info!(model = %name, arithmetic = model.arithmetic(), "reranker loaded");
-    Ok(Some(RerankHandle::spawn(model, name, 64)?))
 }
 
 async fn flush_loop(kb: Arc<KnowledgeBase>) {

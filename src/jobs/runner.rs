@@ -56,7 +56,7 @@ async fn run_one(inner: &Arc<Inner>, task: TaskRow) {
         let inner = inner.clone();
         let task = task.clone();
         let span = span.clone();
-        async move { tracing::Instrument::instrument(execute(&inner, &task), span).await }
+        async move { tracing::Instrument::instrument(execute_retrying(&inner, &task), span).await }
     });
     let abort = work.abort_handle();
     let outcome = tokio::select! {
@@ -120,6 +120,33 @@ fn progress_reporter(inner: &Arc<Inner>, id: &str, lo: f64, hi: f64) -> Progress
             }
         });
     })
+}
+
+/// Longest a task keeps retrying while a model it needs is unavailable (a remote
+/// inference server that is down): the upload stays on disk and the task running.
+const UNAVAILABLE_RETRY_FOR: Duration = Duration::from_secs(15 * 60);
+
+/// [`execute`], run again with growing pauses while it fails because a model is
+/// unavailable or overloaded: a source is written whole or not at all, so another run
+/// starts clean, and nothing the client sent is lost while an embedding server is down.
+async fn execute_retrying(inner: &Arc<Inner>, task: &TaskRow) -> Result<Value> {
+    let started = std::time::Instant::now();
+    let mut pause = Duration::from_secs(2);
+    loop {
+        match execute(inner, task).await {
+            Err(Error::Unavailable(m) | Error::Overloaded(m))
+                if started.elapsed() + pause < UNAVAILABLE_RETRY_FOR =>
+            {
+                tracing::warn!(error = %m, retry_in_s = pause.as_secs(), "a model the task needs is unavailable; the task will run again");
+                tokio::select! {
+                    _ = tokio::time::sleep(pause) => {}
+                    _ = inner.shutdown.cancelled() => return Err(Error::Unavailable(m)),
+                }
+                pause = (pause * 2).min(Duration::from_secs(60));
+            }
+            other => return other,
+        }
+    }
 }
 
 async fn execute(inner: &Arc<Inner>, task: &TaskRow) -> Result<Value> {

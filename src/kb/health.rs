@@ -26,8 +26,12 @@ impl KnowledgeBase {
             Ok(Ok(v)) if v.first().map(Vec::len) == Some(self.embedder.dim()) => (
                 true,
                 format!(
-                    "{} answered a probe ({} dims)",
+                    "{}{} answered a probe ({} dims)",
                     self.embedder.name(),
+                    self.embedder
+                        .served_by()
+                        .map(|u| format!(" at {u}"))
+                        .unwrap_or_default(),
                     self.embedder.dim()
                 ),
             ),
@@ -75,7 +79,7 @@ impl KnowledgeBase {
                         format!(
                             "{} ({}, {} tokens of context) generated a probe token",
                             llm.info().name,
-                            llm.info().arch.as_str(),
+                            llm.info().family,
                             llm.info().context_length
                         ),
                     ),

@@ -108,6 +108,7 @@ struct Shared {
     max_tokens: usize,
     counter: TokenCounter,
     name: String,
+    served_by: Option<String>,
 }
 
 impl Shared {
@@ -179,6 +180,7 @@ impl EmbedHandle {
             max_tokens: model.max_tokens(),
             counter: model.token_counter(),
             name: model.name().to_owned(),
+            served_by: model.served_by(),
         });
         let worker = shared.clone();
         std::thread::Builder::new()
@@ -297,5 +299,10 @@ impl EmbedHandle {
     /// Model name.
     pub fn name(&self) -> &str {
         &self.shared().name
+    }
+
+    /// The inference server that runs the model, when it is remote.
+    pub fn served_by(&self) -> Option<&str> {
+        self.shared().served_by.as_deref()
     }
 }

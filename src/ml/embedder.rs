@@ -5,6 +5,7 @@
 
 mod candle_bert;
 pub(crate) mod cpu;
+pub mod remote;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -91,6 +92,50 @@ pub struct TokenCounter {
 }
 
 impl TokenCounter {
+    /// The tokenizer of a sentence-transformers folder (`tokenizer.json`, truncation at
+    /// `sentence_bert_config.json`'s `max_seq_length`, else 256, within the model's
+    /// positions), and that window in tokens.
+    pub fn load(dir: &Path) -> Result<(Self, usize), MlError> {
+        let max_positions = std::fs::read_to_string(dir.join("config.json"))
+            .map(|t| max_position_embeddings(&t))
+            .unwrap_or(512);
+        let max_tokens = std::fs::read_to_string(dir.join("sentence_bert_config.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<SentenceBertConfig>(&t).ok())
+            .and_then(|c| c.max_seq_length)
+            .unwrap_or(256)
+            .min(max_positions);
+        let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
+            .map_err(|e| MlError::Load(format!("{}: {e}", dir.join("tokenizer.json").display())))?;
+        tokenizer.with_padding(None);
+        tokenizer
+            .with_truncation(None)
+            .map_err(|e| MlError::Load(format!("tokenizer: {e}")))?;
+        let mut truncating = tokenizer.clone();
+        truncating
+            .with_truncation(Some(TruncationParams {
+                max_length: max_tokens,
+                strategy: TruncationStrategy::LongestFirst,
+                stride: 0,
+                direction: TruncationDirection::Right,
+            }))
+            .map_err(|e| MlError::Load(format!("tokenizer: {e}")))?;
+        let counter = TokenCounter {
+            joins: TokenCounter::concatenation_ids(&tokenizer),
+            tokenizer: Arc::new(tokenizer),
+            truncating: Arc::new(truncating),
+        };
+        Ok((counter, max_tokens))
+    }
+
+    /// The text of `ids` without special tokens, as a server that takes text would be
+    /// sent it (it tokenizes back to the same ids for WordPiece models).
+    pub fn decode(&self, ids: &[u32]) -> Result<String, MlError> {
+        self.tokenizer
+            .decode(ids, true)
+            .map_err(|e| MlError::Inference(format!("tokenizer: {e}")))
+    }
+
     /// Tokens in `text` including `[CLS]` and `[SEP]`.
     pub fn count(&self, text: &str) -> usize {
         // A tokenizer failure is treated as "too long" so the caller splits further.
@@ -263,34 +308,7 @@ impl BertEmbedder {
             }
             Err(_) => Pooling::Mean,
         };
-        let max_positions = max_position_embeddings(&read("config.json")?);
-        let max_tokens = std::fs::read_to_string(dir.join("sentence_bert_config.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str::<SentenceBertConfig>(&t).ok())
-            .and_then(|c| c.max_seq_length)
-            .unwrap_or(256)
-            .min(max_positions);
-
-        let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
-            .map_err(|e| MlError::Load(format!("tokenizer.json: {e}")))?;
-        tokenizer.with_padding(None);
-        tokenizer
-            .with_truncation(None)
-            .map_err(|e| MlError::Load(format!("tokenizer: {e}")))?;
-        let mut truncating = tokenizer.clone();
-        truncating
-            .with_truncation(Some(TruncationParams {
-                max_length: max_tokens,
-                strategy: TruncationStrategy::LongestFirst,
-                stride: 0,
-                direction: TruncationDirection::Right,
-            }))
-            .map_err(|e| MlError::Load(format!("tokenizer: {e}")))?;
-        let counter = TokenCounter {
-            joins: TokenCounter::concatenation_ids(&tokenizer),
-            tokenizer: Arc::new(tokenizer),
-            truncating: Arc::new(truncating),
-        };
+        let (counter, max_tokens) = TokenCounter::load(dir)?;
 
         let weights = dir.join("model.safetensors");
         // SAFETY: the weights file is memory-mapped read-only and not modified while the

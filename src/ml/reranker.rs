@@ -18,6 +18,22 @@ use tokio::sync::oneshot;
 use super::embedder::cpu::{Arithmetic, CpuBert};
 use super::{MlError, Precision};
 
+pub mod remote;
+
+/// A model that scores passages against a query: synchronous, driven by
+/// [`RerankHandle`] on one thread. The local cross-encoder and a reranking server are
+/// the two.
+pub trait Reranker: Send + 'static {
+    /// Relevance of each passage to `query`, 0-1, in input order.
+    fn score(&self, query: &str, passages: &[String]) -> Result<Vec<f32>, MlError>;
+}
+
+impl Reranker for CrossEncoder {
+    fn score(&self, query: &str, passages: &[String]) -> Result<Vec<f32>, MlError> {
+        CrossEncoder::score(self, query, passages)
+    }
+}
+
 /// Longest (query, passage) pair, in tokens.
 const MAX_PAIR_TOKENS: usize = 512;
 /// Pairs per forward pass (padded passes on a GPU).
@@ -245,7 +261,7 @@ pub struct RerankHandle {
 
 impl RerankHandle {
     /// Moves `model` onto its own thread; at most `queue` requests wait.
-    pub fn spawn(model: CrossEncoder, name: String, queue: usize) -> std::io::Result<Self> {
+    pub fn spawn<R: Reranker>(model: R, name: String, queue: usize) -> std::io::Result<Self> {
         let (tx, rx) = sync_channel::<Request>(queue.max(1));
         std::thread::Builder::new()
             .name("ragd-reranker".into())
@@ -256,7 +272,7 @@ impl RerankHandle {
                     }
                     let started = std::time::Instant::now();
                     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        model.score(&req.query, &req.passages)
+                        Reranker::score(&model, &req.query, &req.passages)
                     }))
                     .unwrap_or_else(|_| Err(MlError::Inference("the reranker panicked".into())));
                     tracing::debug!(

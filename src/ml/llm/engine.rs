@@ -136,7 +136,7 @@ impl LlmEngine {
             })?;
         tracing::info!(
             model = %loaded.info.name,
-            arch = loaded.info.arch.as_str(),
+            family = %loaded.info.family,
             context = loaded.info.context_length,
             vocab = loaded.tokenizer.vocab_size(),
             template = ?loaded.tokenizer.template(),

@@ -56,6 +56,26 @@ impl Vocabulary {
 pub trait TokenFilter: Send {
     /// Called once per step with the text generated so far (complete UTF-8 only).
     fn restrict(&mut self, generated: &str, vocab: &Vocabulary, allowed: &mut [bool]);
+
+    /// The same constraint for an inference server, which cannot run this filter; `None`
+    /// lets a remote model write freely.
+    fn remote(&self) -> Option<RemoteConstraint> {
+        None
+    }
+}
+
+/// A constraint as an inference server takes it.
+#[derive(Debug, Clone)]
+pub struct RemoteConstraint {
+    /// In llama.cpp's GBNF (its `grammar` field).
+    pub gbnf: String,
+    /// For servers with OpenAI's tool calling but no grammars: the tools (name and JSON
+    /// schema of the arguments) and whether a call is required. The server's calls are
+    /// then written back as ragd's `<tool_call>` text.
+    pub tools: Option<(
+        Vec<(String, serde_json::Value)>,
+        crate::ml::llm::tool_grammar::CallMode,
+    )>,
 }
 
 /// Only ASCII digits, at most `max_digits` of them; the generation may end once there is
@@ -67,6 +87,13 @@ pub struct DigitsOnly {
 }
 
 impl TokenFilter for DigitsOnly {
+    fn remote(&self) -> Option<RemoteConstraint> {
+        Some(RemoteConstraint {
+            gbnf: super::gbnf::digits(self.max_digits),
+            tools: None,
+        })
+    }
+
     fn restrict(&mut self, generated: &str, vocab: &Vocabulary, allowed: &mut [bool]) {
         let room = self.max_digits.saturating_sub(generated.len());
         for (id, ok) in allowed.iter_mut().enumerate() {

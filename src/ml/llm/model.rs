@@ -50,8 +50,9 @@ impl Arch {
 pub struct ModelInfo {
     /// `general.name`, else the file's stem.
     pub name: String,
-    /// The family.
-    pub arch: Arch,
+    /// The family (`general.architecture`: `llama`, `qwen2`, `phi3`), or `remote` for a
+    /// model behind an inference server.
+    pub family: String,
     /// Tokens the model can attend to (prompt and answer together).
     pub context_length: usize,
 }
@@ -125,7 +126,7 @@ impl GgufFile {
         };
         ModelInfo {
             name,
-            arch: self.arch,
+            family: self.arch.as_str().to_owned(),
             context_length,
         }
     }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::filter::{TokenFilter, Vocabulary};
+use super::filter::{RemoteConstraint, TokenFilter, Vocabulary};
 
 /// Opens a tool call in the model's output.
 pub const OPEN: &str = "<tool_call>";
@@ -116,6 +116,8 @@ impl Shape {
 #[derive(Debug, Clone)]
 pub struct ToolGrammar {
     tools: Arc<Vec<(String, Shape)>>,
+    /// The schemas as given, for servers that take tools as JSON schemas.
+    schemas: Arc<Vec<(String, Value)>>,
 }
 
 /// Result of parsing a prefix.
@@ -355,13 +357,26 @@ fn any(s: &[u8], i: usize, depth: usize) -> P {
 impl ToolGrammar {
     /// A grammar over `tools`: (name, JSON schema of its params).
     pub fn new<'a>(tools: impl IntoIterator<Item = (&'a str, &'a Value)>) -> Self {
+        let schemas: Vec<(String, Value)> = tools
+            .into_iter()
+            .map(|(n, s)| (n.to_owned(), s.clone()))
+            .collect();
         Self {
             tools: Arc::new(
-                tools
-                    .into_iter()
-                    .map(|(n, s)| (n.to_owned(), Shape::from_schema(s)))
+                schemas
+                    .iter()
+                    .map(|(n, s)| (n.clone(), Shape::from_schema(s)))
                     .collect(),
             ),
+            schemas: Arc::new(schemas),
+        }
+    }
+
+    /// The grammar for an inference server (see [`RemoteConstraint`]).
+    pub fn remote(&self, mode: CallMode) -> RemoteConstraint {
+        RemoteConstraint {
+            gbnf: super::gbnf::tool_calls(&self.tools, mode),
+            tools: Some((self.schemas.as_ref().clone(), mode)),
         }
     }
 
@@ -414,6 +429,10 @@ impl ToolCallFilter {
 }
 
 impl TokenFilter for ToolCallFilter {
+    fn remote(&self) -> Option<RemoteConstraint> {
+        Some(self.grammar.remote(self.mode))
+    }
+
     fn restrict(&mut self, generated: &str, vocab: &Vocabulary, allowed: &mut [bool]) {
         let start = match self.mode {
             CallMode::Required => 0,

@@ -1,0 +1,155 @@
+//! Which backend runs each model, chosen once from the configuration: the local engines
+//! (ragd's CPU kernels, candle on a GPU) or an inference server (`llm_url`, `embed_url`,
+//! `rerank_url`). Each choice is one place here; the services above see only the
+//! handles.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use crate::config::Config;
+use crate::ml::embedder::remote::{RemoteEmbedder, RemoteEmbedderOptions};
+use crate::ml::llm::remote::{RemoteGenerator, RemoteLlmOptions};
+use crate::ml::llm::{
+    Backend, CpuOptions, LlmEngine, LlmHandle, LlmWorkerOptions, SharedGenerator,
+};
+use crate::ml::reranker::remote::{RemoteReranker, RemoteRerankerOptions};
+use crate::ml::reranker::{CrossEncoder, RerankHandle};
+use crate::ml::{device, BertEmbedder, EmbedHandle, EmbedWorkerOptions};
+
+/// Requests a remote embedder has in flight at once.
+const REMOTE_EMBED_PARALLEL: usize = 4;
+
+/// The embedder on its worker thread, and its vectors' dimension.
+pub(super) fn load_embedder(cfg: &Config) -> anyhow::Result<(EmbedHandle, usize)> {
+    let model_dir = cfg.embedding_model_dir();
+    let options = EmbedWorkerOptions {
+        queue_capacity: cfg.embed_queue_capacity,
+        max_batch_tokens: cfg.embed_batch_tokens,
+        max_batch_texts: cfg.embed_batch_size,
+        ..EmbedWorkerOptions::default()
+    };
+    let started = std::time::Instant::now();
+    if !cfg.embed_url.is_empty() {
+        let model = RemoteEmbedder::connect(RemoteEmbedderOptions {
+            url: cfg.embed_url.clone(),
+            api: cfg.embed_api,
+            api_key: cfg.embed_api_key.clone(),
+            model: cfg.embed_remote_model.clone(),
+            tokenizer_dir: model_dir.clone(),
+            timeout: Duration::from_secs(cfg.remote_timeout_secs),
+            parallel: REMOTE_EMBED_PARALLEL,
+        })
+        .with_context(|| {
+            format!(
+                "connecting to the embedding server {} (the tokenizer comes from {})",
+                cfg.embed_url,
+                model_dir.display()
+            )
+        })?;
+        let dim = crate::ml::Embedder::dim(&model);
+        tracing::info!(url = %cfg.embed_url, elapsed_ms = started.elapsed().as_millis() as u64, "embedder connected");
+        return Ok((EmbedHandle::spawn(model, options)?, dim));
+    }
+    let model = BertEmbedder::load_with(
+        &model_dir,
+        device::best_device(),
+        cfg.embed_batch_size,
+        cfg.embed_precision,
+    )
+    .with_context(|| {
+        format!(
+            "loading the embedder from {} (run scripts/setup.sh to install it)",
+            model_dir.display()
+        )
+    })?;
+    tracing::info!(model = %model_dir.display(), arithmetic = model.arithmetic(), elapsed_ms = started.elapsed().as_millis() as u64, "embedder loaded");
+    let dim = crate::ml::Embedder::dim(&model);
+    Ok((EmbedHandle::spawn(model, options)?, dim))
+}
+
+/// The LLM: a server at `llm_url`, else a GGUF file configured or found under
+/// `models/`; a file that is there but cannot be loaded is a start-up error.
+pub(super) fn load_llm(cfg: &Config) -> anyhow::Result<Option<SharedGenerator>> {
+    if cfg.llm_is_remote() {
+        let generator = RemoteGenerator::connect(RemoteLlmOptions {
+            url: cfg.llm_url.clone(),
+            api_key: cfg.llm_api_key.clone(),
+            model: cfg.llm_remote_model.clone(),
+            context_length: cfg.llm_context_length,
+            parallel: cfg.llm_remote_parallel,
+            timeout: Duration::from_secs(cfg.remote_timeout_secs),
+        })
+        .with_context(|| format!("setting up the LLM server {}", cfg.llm_url))?;
+        return Ok(Some(Arc::new(generator)));
+    }
+    let Some(path) = cfg.llm_model_path() else {
+        tracing::info!(models = %cfg.models_dir.display(), "no LLM file; answers are extractive");
+        return Ok(None);
+    };
+    let started = std::time::Instant::now();
+    let backend = Backend::for_device(
+        device::best_device(),
+        CpuOptions {
+            threads: cfg.llm_threads,
+            tier: None,
+            kv: cfg.llm_kv_cache,
+        },
+        cfg.llm_prompt_cache_mb << 20,
+    );
+    let engine = LlmEngine::load(&path, backend).with_context(|| {
+        format!(
+            "loading the LLM from {} (set RAGD_LLM_MODEL or remove the file)",
+            path.display()
+        )
+    })?;
+    let info = engine.info().clone();
+    let handle = LlmHandle::spawn(
+        engine,
+        LlmWorkerOptions {
+            threads: cfg.llm_threads,
+            ..LlmWorkerOptions::default()
+        },
+    )?;
+    tracing::info!(
+        model = %info.name,
+        family = %info.family,
+        context = info.context_length,
+        file = %path.display(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "LLM loaded"
+    );
+    Ok(Some(Arc::new(handle)))
+}
+
+/// The reranker: a server at `rerank_url`, else the cross-encoder when its folder holds
+/// a model; a model that is there but cannot be loaded is a start-up error, not a
+/// silent fallback.
+pub(super) fn load_reranker(cfg: &Config) -> anyhow::Result<Option<RerankHandle>> {
+    if !cfg.rerank_url.is_empty() {
+        let model = RemoteReranker::new(RemoteRerankerOptions {
+            url: cfg.rerank_url.clone(),
+            api: cfg.rerank_api,
+            api_key: cfg.rerank_api_key.clone(),
+            model: cfg.rerank_remote_model.clone(),
+            timeout: Duration::from_secs(cfg.remote_timeout_secs),
+        })
+        .with_context(|| format!("setting up the reranking server {}", cfg.rerank_url))?;
+        let name = model.name();
+        return Ok(Some(RerankHandle::spawn(model, name, 64)?));
+    }
+    let dir = cfg.reranker_model_dir();
+    if !dir.join("model.safetensors").exists() {
+        tracing::info!(dir = %dir.display(), "no reranker model; results are not reranked");
+        return Ok(None);
+    }
+    let model = CrossEncoder::load_with(&dir, device::best_device(), cfg.embed_precision)
+        .with_context(|| format!("loading the reranker from {}", dir.display()))?;
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    tracing::info!(model = %name, arithmetic = model.arithmetic(), "reranker loaded");
+    Ok(Some(RerankHandle::spawn(model, name, 64)?))
+}
