@@ -4,11 +4,22 @@
 # and (without arguments) a short load run of the debug build just made: 50 clients x
 # 10 s of scripts/load_test.sh, which fails on any 5xx, unanswered request, or lost or
 # resurrected document. The layer rules of scripts/check_layers.sh are checked first.
+# The remote backends' tests get llama-server and the embedder's GGUF from
+# scripts/llama_server.sh, as $RAGD_TEST_LLAMA_SERVER and $RAGD_TEST_MINILM_GGUF.
 # The last line totals every test binary's results.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 scripts/check_layers.sh
 scripts/setup.sh
+# The remote backends' tests start a real llama-server on loopback: build it and convert the
+# embedder to GGUF (scripts/llama_server.sh; ~15 min cold, two file checks once done), unless
+# both are named already.
+if [ -z "${RAGD_TEST_LLAMA_SERVER:-}" ] || [ -z "${RAGD_TEST_MINILM_GGUF:-}" ]; then
+  remote="$(scripts/llama_server.sh)"
+  RAGD_TEST_LLAMA_SERVER="$(sed -n 's/^LLAMA_SERVER=//p' <<<"$remote")"
+  RAGD_TEST_MINILM_GGUF="$(sed -n 's/^MINILM_GGUF=//p' <<<"$remote")"
+fi
+export RAGD_TEST_LLAMA_SERVER RAGD_TEST_MINILM_GGUF
 # A one-off full build gains nothing from incremental caches, which would double the
 # target directory's size on disk (set CARGO_INCREMENTAL=1 to keep them).
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"

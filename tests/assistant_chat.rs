@@ -38,7 +38,7 @@ impl Scripted {
         Arc::new(Self {
             info: ModelInfo {
                 name: "scripted".into(),
-                arch: Arch::Qwen2,
+                family: "qwen2".into(),
                 context_length: 8192,
             },
             replies: Mutex::new(replies.iter().rev().map(|s| s.to_string()).collect()),

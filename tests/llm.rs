@@ -97,7 +97,7 @@ async fn every_family_loads_and_generates_to_max_tokens() {
     let dir = tempfile::tempdir().unwrap();
     for arch in ARCHS {
         let h = handle(dir.path(), arch, 4);
-        assert_eq!(h.info().arch, arch);
+        assert_eq!(h.info().family, arch.as_str());
         assert_eq!(h.name(), format!("tiny-{}", arch.as_str()));
         assert_eq!(h.context_length(), 4096);
         let prompt_tokens = h.count_prompt_tokens(&chat("hello world")).unwrap();

@@ -16,9 +16,7 @@ use std::time::Duration;
 use common::browser::{js, Browser, Page};
 use common::{create_user, test_config, Auth, TestServer};
 use ragd::config::Config;
-use ragd::ml::llm::{
-    Arch, FinishReason, GenerateRequest, Generator, LlmEvent, ModelInfo, Prompt, Role,
-};
+use ragd::ml::llm::{FinishReason, GenerateRequest, Generator, LlmEvent, ModelInfo, Prompt, Role};
 use ragd::ml::MlError;
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -566,7 +564,7 @@ async fn a_chat_reply_that_calls_a_high_risk_tool_waits_for_confirmation() {
     let model = Scripted {
         info: ModelInfo {
             name: "scripted".into(),
-            arch: Arch::Qwen2,
+            family: "qwen2".into(),
             context_length: 8192,
         },
         stopped: stopped.clone(),
