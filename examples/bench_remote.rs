@@ -134,8 +134,10 @@ async fn bench_llm(url: &str, rounds: usize) {
                 api_key: None,
                 model: String::new(),
                 context_length: None,
+                kind: None,
                 parallel: 1,
                 timeout: Duration::from_secs(120),
+                local_tokenizer: None,
             })
             .unwrap()
         })

@@ -11,7 +11,13 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 scripts/setup.sh >/dev/null
 eval "$(scripts/llama_server.sh | grep -E '^(LLAMA_SERVER|MINILM_GGUF)=')"
-cargo build --release --quiet --example bench_remote
+# RAGD_BENCH_PROFILE=dev measures the test build (dependencies optimised, ragd at -O2)
+# when a release build of everything is not at hand.
+if [ "${RAGD_BENCH_PROFILE:-release}" = dev ]; then
+  cargo build --quiet --example bench_remote; bin=target/debug/examples/bench_remote
+else
+  cargo build --release --quiet --example bench_remote; bin=target/release/examples/bench_remote
+fi
 THREADS="${RAGD_BENCH_THREADS:-2}"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -31,10 +37,10 @@ start() {  # start PORT ARGS...: llama-server on loopback, waits until it is rea
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; load before: $(uptime)"
 port="$(free_port)"
 start "$port" -m models/SmolLM2-135M-Instruct.Q4_1.gguf -c 4096 -np 1
-RUST_LOG=warn target/release/examples/bench_remote llm "http://127.0.0.1:$port" "${1:-5}"
+RUST_LOG=warn "$bin" llm "http://127.0.0.1:$port" "${1:-5}"
 kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
 echo
 port="$(free_port)"
 start "$port" -m "$MINILM_GGUF" --embedding --pooling mean -c 8192 -b 8192 -ub 8192 -np 1
-RUST_LOG=warn target/release/examples/bench_remote embed "http://127.0.0.1:$port" "${2:-2000}" "${3:-3}"
+RUST_LOG=warn "$bin" embed "http://127.0.0.1:$port" "${2:-2000}" "${3:-3}"
 echo "load after: $(uptime)"

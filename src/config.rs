@@ -111,6 +111,10 @@ pub struct Config {
     /// The remote LLM's context window in tokens when the server does not report it
     /// (`RAGD_LLM_CONTEXT_LENGTH`).
     pub llm_context_length: Option<usize>,
+    /// How ragd talks to `llm_url` (`RAGD_LLM_REMOTE_API`): `auto` (llama.cpp's server is
+    /// recognised by its `/props`; anything else is plain OpenAI), `llamacpp` (GBNF
+    /// grammars, `/tokenize`) or `openai` (OpenAI `tools` for tool calls).
+    pub llm_remote_api: RemoteLlmApi,
     /// Most generations sent to `llm_url` at once (`RAGD_LLM_REMOTE_PARALLEL`); the
     /// server batches them itself. Beyond it, and a queue as long, requests get 429.
     pub llm_remote_parallel: usize,
@@ -139,6 +143,30 @@ pub struct Config {
     /// them at once (`RAGD_REEMBED_ON_CHANGE`); otherwise searches are refused until
     /// `ragd reindex` (or `POST /api/v1/reindex`) has run.
     pub reembed_on_change: bool,
+}
+
+/// How ragd talks to a remote LLM server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RemoteLlmApi {
+    /// Asks the server what it is.
+    Auto,
+    /// llama.cpp's server: GBNF grammars, `/tokenize`, `/apply-template`.
+    Llamacpp,
+    /// Plain OpenAI: `tools` with `tool_choice`.
+    Openai,
+}
+
+impl std::str::FromStr for RemoteLlmApi {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(Self::Auto),
+            "llamacpp" | "llama.cpp" => Ok(Self::Llamacpp),
+            "openai" => Ok(Self::Openai),
+            other => Err(format!("{other:?}: expected auto, llamacpp or openai")),
+        }
+    }
 }
 
 /// The API of a remote embedding server.
@@ -240,6 +268,7 @@ impl Default for Config {
             llm_api_key: None,
             llm_remote_model: String::new(),
             llm_context_length: None,
+            llm_remote_api: RemoteLlmApi::Auto,
             llm_remote_parallel: 8,
             embed_url: String::new(),
             embed_api: EmbedApi::Openai,
@@ -304,6 +333,7 @@ pub struct Layer {
     pub llm_api_key: Option<String>,
     pub llm_remote_model: Option<String>,
     pub llm_context_length: Option<usize>,
+    pub llm_remote_api: Option<RemoteLlmApi>,
     pub llm_remote_parallel: Option<usize>,
     pub embed_url: Option<String>,
     pub embed_api: Option<EmbedApi>,
@@ -440,6 +470,12 @@ impl Layer {
             llm_api_key: get("RAGD_LLM_API_KEY"),
             llm_remote_model: get("RAGD_LLM_REMOTE_MODEL"),
             llm_context_length: parse("RAGD_LLM_CONTEXT_LENGTH")?.map(|v| v as usize),
+            llm_remote_api: get("RAGD_LLM_REMOTE_API")
+                .map(|v| {
+                    v.parse()
+                        .map_err(|e| anyhow::anyhow!("RAGD_LLM_REMOTE_API={e}"))
+                })
+                .transpose()?,
             llm_remote_parallel: parse("RAGD_LLM_REMOTE_PARALLEL")?.map(|v| v as usize),
             embed_url: get("RAGD_EMBED_URL"),
             embed_api: get("RAGD_EMBED_API")
@@ -520,6 +556,7 @@ impl Config {
             conversation_retention_days,
             llm_url,
             llm_remote_model,
+            llm_remote_api,
             llm_remote_parallel,
             embed_url,
             embed_api,

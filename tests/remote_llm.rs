@@ -80,6 +80,48 @@ async fn the_assistant_and_query_run_on_llama_server() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openai_tools_path_runs_the_assistant_too() {
+    // The same server taken as a plain OpenAI one: tool calls through `tools` and
+    // `tool_choice` (llama.cpp's server needs --jinja for them), token counts from the
+    // local copy of the model's tokenizer.
+    let _one = common::engines::one_at_a_time().await;
+    let engine = LlamaServer::start(
+        &smollm2(),
+        &["-t", "2", "-c", "8192", "-np", "1", "--jinja"],
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let auth = Auth::Token(create_user(&data, "user@example.com", "password1", false).await);
+    let server = TestServer::start_with(Config {
+        llm_remote_api: ragd::config::RemoteLlmApi::Openai,
+        llm_model: smollm2().display().to_string(),
+        ..remote_config(&data, &engine.url)
+    })
+    .await;
+    for (name, text) in common::scenarios::HANDBOOK {
+        let (status, body) = server.upload(name, text.as_bytes()).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    // A call the router requires comes back as the call's JSON under a schema.
+    let d = common::scenarios::chat(&server, &auth, "What time is it now?").await;
+    let call = &d["tool_calls"][0];
+    assert_eq!(call["tool_name"], "get_current_datetime", "{d}");
+    assert_eq!(call["status"], "executed", "{d}");
+    // A delete is held for confirmation; nothing is deleted.
+    let d =
+        common::scenarios::chat(&server, &auth, "Delete the document about the leave policy").await;
+    let call = &d["tool_calls"][0];
+    assert!(
+        call["tool_name"].as_str().unwrap().starts_with("delete_"),
+        "{d}"
+    );
+    assert_eq!(call["status"], "pending_confirmation", "{d}");
+    let (_, docs) = server.get_json("/api/v1/documents?page_size=100").await;
+    assert!(docs.to_string().contains("leave-policy.md"), "{docs}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_engine_that_is_not_there_answers_503_at_once() {
     let url = format!("http://127.0.0.1:{}", free_port());
     let tmp = tempfile::tempdir().unwrap();

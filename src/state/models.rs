@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use crate::config::Config;
+use crate::config::{Config, RemoteLlmApi};
 use crate::ml::embedder::remote::{RemoteEmbedder, RemoteEmbedderOptions};
-use crate::ml::llm::remote::{RemoteGenerator, RemoteLlmOptions};
+use crate::ml::llm::remote::{RemoteGenerator, RemoteLlmOptions, ServerKind};
 use crate::ml::llm::{
     Backend, CpuOptions, LlmEngine, LlmHandle, LlmWorkerOptions, SharedGenerator,
 };
@@ -78,8 +78,18 @@ pub(super) fn load_llm(cfg: &Config) -> anyhow::Result<Option<SharedGenerator>> 
             api_key: cfg.llm_api_key.clone(),
             model: cfg.llm_remote_model.clone(),
             context_length: cfg.llm_context_length,
+            kind: match cfg.llm_remote_api {
+                RemoteLlmApi::Auto => None,
+                RemoteLlmApi::Llamacpp => Some(ServerKind::LlamaCpp),
+                RemoteLlmApi::Openai => Some(ServerKind::OpenAi),
+            },
             parallel: cfg.llm_remote_parallel,
             timeout: Duration::from_secs(cfg.remote_timeout_secs),
+            // Only a file named on purpose: another model's vocabulary would miscount.
+            local_tokenizer: (!cfg.llm_model.is_empty())
+                .then(|| cfg.llm_model_path())
+                .flatten()
+                .filter(|p| p.is_file()),
         })
         .with_context(|| format!("setting up the LLM server {}", cfg.llm_url))?;
         return Ok(Some(Arc::new(generator)));

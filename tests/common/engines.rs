@@ -6,45 +6,39 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The `llama-server` binary: `RAGD_TEST_LLAMA_SERVER`, else the shared build tool's
-/// cache. Missing is a clear failure, not a skip: the test command builds it.
-pub fn llama_server_bin() -> PathBuf {
-    let path = std::env::var_os("RAGD_TEST_LLAMA_SERVER")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let cache = std::env::var_os("XDG_CACHE_HOME")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| {
-                    PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache")
-                });
-            cache.join("llama-bench/build/bin/llama-server")
-        });
+/// A file `scripts/llama_server.sh` made: `$var`, else `relative` under the user's cache.
+/// Missing is a clear failure, not a skip: the test command makes them.
+fn made_by_script(var: &str, relative: &str) -> PathBuf {
+    let path = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
+        let cache = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache")
+            });
+        cache.join(relative)
+    });
     assert!(
         path.exists(),
-        "{} is missing: run scripts/llama_server.sh (scripts/test.sh does) or set RAGD_TEST_LLAMA_SERVER",
+        "{} is missing: run scripts/llama_server.sh (scripts/test.sh does) or set {var}",
         path.display()
     );
     path
 }
 
-/// The GGUF of the installed all-MiniLM-L6-v2 that `scripts/llama_server.sh` converts.
+/// The `llama-server` binary (built by the shared build tool).
+pub fn llama_server_bin() -> PathBuf {
+    made_by_script(
+        "RAGD_TEST_LLAMA_SERVER",
+        "llama-bench/build/bin/llama-server",
+    )
+}
+
+/// The GGUF of the installed all-MiniLM-L6-v2 (llama.cpp's converter, f32).
 pub fn minilm_gguf() -> PathBuf {
-    let path = std::env::var_os("RAGD_TEST_MINILM_GGUF")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let cache = std::env::var_os("XDG_CACHE_HOME")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| {
-                    PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache")
-                });
-            cache.join("ragd-remote/all-MiniLM-L6-v2.f32.gguf")
-        });
-    assert!(
-        path.exists(),
-        "{} is missing: run scripts/llama_server.sh (scripts/test.sh does) or set RAGD_TEST_MINILM_GGUF",
-        path.display()
-    );
-    path
+    made_by_script(
+        "RAGD_TEST_MINILM_GGUF",
+        "ragd-remote/all-MiniLM-L6-v2.f32.gguf",
+    )
 }
 
 /// Held by a test while it runs an engine: engines on 2 cores side by side would make

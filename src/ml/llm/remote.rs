@@ -26,7 +26,9 @@ use tokio::sync::{mpsc, Semaphore};
 
 use super::generator::Generator;
 use super::tool_grammar::{CallMode, CLOSE, OPEN};
-use super::{ChatMessage, FinishReason, GenerateRequest, LlmEvent, ModelInfo, Prompt, Role};
+use super::{
+    ChatMessage, FinishReason, GenerateRequest, LlmEvent, LlmTokenizer, ModelInfo, Prompt, Role,
+};
 use crate::ml::remote::{Remote, RemoteOptions, SseReader};
 use crate::ml::MlError;
 
@@ -44,10 +46,25 @@ pub struct RemoteLlmOptions {
     pub model: String,
     /// The window, when the server does not report it (or to use less of it).
     pub context_length: Option<usize>,
+    /// What kind of server it is; `None`: ask it (`/props`).
+    pub kind: Option<ServerKind>,
     /// Generations sent at once; as many more may wait.
     pub parallel: usize,
     /// Longest wait for the server (between two streamed pieces).
     pub timeout: Duration,
+    /// A GGUF of the same model, whose tokenizer and chat template count tokens when the
+    /// server has no `/tokenize`.
+    pub local_tokenizer: Option<std::path::PathBuf>,
+}
+
+/// How prompt fitting counts tokens.
+enum Counting {
+    /// The server's `/tokenize` (and `/apply-template` for chats).
+    Server,
+    /// The same model's tokenizer, here.
+    Local(LlmTokenizer),
+    /// One token per three bytes.
+    Estimate,
 }
 
 /// What kind of server it is, which decides how constraints and counts are sent.
@@ -75,6 +92,7 @@ pub struct RemoteGenerator {
     info: ModelInfo,
     model: String,
     kind: ServerKind,
+    counting: Counting,
     running: Arc<Semaphore>,
     in_flight: Arc<AtomicUsize>,
     limit: usize,
@@ -93,9 +111,12 @@ impl RemoteGenerator {
             retries: 2,
         })?;
         let props = remote.probe("/props");
-        let kind = match &props {
-            Ok(Some(p)) if p.get("default_generation_settings").is_some() => ServerKind::LlamaCpp,
-            _ => ServerKind::OpenAi,
+        let kind = match (opts.kind, &props) {
+            (Some(kind), _) => kind,
+            (None, Ok(Some(p))) if p.get("default_generation_settings").is_some() => {
+                ServerKind::LlamaCpp
+            }
+            (None, _) => ServerKind::OpenAi,
         };
         let models = remote.probe("/v1/models").ok().flatten();
         let first_model = models
@@ -130,6 +151,28 @@ impl RemoteGenerator {
             (None, Some(r)) => r,
             (None, None) => DEFAULT_CONTEXT,
         };
+        let counting = match (kind, &opts.local_tokenizer) {
+            (ServerKind::LlamaCpp, _) => Counting::Server,
+            (ServerKind::OpenAi, Some(path)) => match LlmTokenizer::from_gguf(path) {
+                Ok(t) => Counting::Local(t),
+                Err(e) => {
+                    tracing::warn!(file = %path.display(), error = %e, "the local tokenizer for the remote LLM did not load; estimating token counts");
+                    Counting::Estimate
+                }
+            },
+            (ServerKind::OpenAi, None) => Counting::Estimate,
+        };
+        let counts = match &counting {
+            Counting::Server => "the server's /tokenize".to_owned(),
+            Counting::Local(_) => format!(
+                "the tokenizer of {}",
+                opts.local_tokenizer
+                    .as_deref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            ),
+            Counting::Estimate => "estimated (1 token per 3 bytes)".to_owned(),
+        };
         match &props {
             Err(e) => {
                 tracing::warn!(url = %remote.base(), error = %e, context = context_length, "the LLM server cannot be reached now; requests answer 503 until it can")
@@ -139,7 +182,7 @@ impl RemoteGenerator {
                 model = %model,
                 server = ?kind,
                 constraints = kind.constraints(),
-                token_counts = if kind == ServerKind::LlamaCpp { "the server's /tokenize" } else { "estimated (1 token per 3 bytes)" },
+                token_counts = %counts,
                 context = context_length,
                 "remote LLM"
             ),
@@ -159,6 +202,7 @@ impl RemoteGenerator {
             remote,
             model,
             kind,
+            counting,
             running: Arc::new(Semaphore::new(parallel)),
             in_flight: Arc::new(AtomicUsize::new(0)),
             limit: parallel * 2,
@@ -175,7 +219,7 @@ impl RemoteGenerator {
         &self.remote
     }
 
-    fn body(&self, request: &GenerateRequest) -> (String, Value, bool) {
+    fn body(&self, request: &GenerateRequest) -> (String, Value, Reading) {
         let p = &request.params;
         let mut body = Map::new();
         if !self.model.is_empty() {
@@ -201,14 +245,23 @@ impl RemoteGenerator {
             // Token counts come back with every final chunk.
             body.insert("return_tokens".into(), json!(false));
         }
-        let mut tools = false;
+        let mut read = Reading::Text;
         if let Some(c) = request.filter.as_ref().and_then(|f| f.remote()) {
             match (self.kind, c.tools) {
                 (ServerKind::LlamaCpp, _) | (ServerKind::OpenAi, None) => {
                     body.insert("grammar".into(), json!(c.gbnf));
                 }
+                (ServerKind::OpenAi, Some((list, CallMode::Required))) => {
+                    // A call is required: the call's JSON under a schema, which servers
+                    // enforce whatever the model's template knows of tools.
+                    read = Reading::WrappedCall;
+                    body.insert(
+                        "response_format".into(),
+                        json!({"type": "json_schema", "json_schema": {"name": "tool_call", "strict": true, "schema": call_schema(&list)}}),
+                    );
+                }
                 (ServerKind::OpenAi, Some((list, mode))) => {
-                    tools = true;
+                    read = Reading::ToolCalls;
                     let list: Vec<Value> = list
                         .into_iter()
                         .map(|(name, schema)| {
@@ -244,7 +297,34 @@ impl RemoteGenerator {
                 "/v1/completions"
             }
         };
-        (path.to_owned(), Value::Object(body), tools)
+        (path.to_owned(), Value::Object(body), read)
+    }
+}
+
+/// How a response's pieces become ragd's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    /// Content is the text.
+    Text,
+    /// Content and OpenAI `tool_calls`, which are written as `<tool_call>` text at the end.
+    ToolCalls,
+    /// Content is one call's JSON, wrapped in `<tool_call>` tags.
+    WrappedCall,
+}
+
+/// The JSON schema of one call of any of `tools`: `{"name", "arguments"}`.
+fn call_schema(tools: &[(String, Value)]) -> Value {
+    let one: Vec<Value> = tools
+        .iter()
+        .map(|(name, schema)| {
+            json!({"type": "object", "properties": {"name": {"const": name}, "arguments": schema},
+                   "required": ["name", "arguments"], "additionalProperties": false})
+        })
+        .collect();
+    if one.len() == 1 {
+        one.into_iter().next().unwrap_or_default()
+    } else {
+        json!({"anyOf": one})
     }
 }
 
@@ -263,7 +343,7 @@ struct Stream {
     remote: Remote,
     path: String,
     body: Value,
-    tools: bool,
+    read: Reading,
     tx: mpsc::Sender<LlmEvent>,
 }
 
@@ -280,9 +360,10 @@ impl Stream {
             remote,
             path,
             body,
-            tools,
+            read,
             tx,
         } = self;
+        let tools = read == Reading::ToolCalls;
         let response = match remote.post_stream(&path, &body).await {
             Ok(r) => r,
             Err(e) => {
@@ -351,18 +432,27 @@ impl Stream {
                 collect_calls(choice, &mut calls);
             }
             if !text.is_empty() {
+                let text = if read == Reading::WrappedCall && pieces == 0 {
+                    format!("{OPEN}{text}")
+                } else {
+                    text.to_owned()
+                };
                 pieces += 1;
-                if tx
-                    .send(LlmEvent::Token {
-                        text: text.to_owned(),
-                    })
-                    .await
-                    .is_err()
-                {
+                if tx.send(LlmEvent::Token { text }).await.is_err() {
                     // The reader left: dropping the response closes the connection.
                     tracing::debug!("remote generation cancelled by its reader");
                     return;
                 }
+            }
+        }
+        if read == Reading::WrappedCall {
+            let text = if pieces == 0 {
+                format!("{OPEN}{CLOSE}")
+            } else {
+                CLOSE.to_owned()
+            };
+            if tx.send(LlmEvent::Token { text }).await.is_err() {
+                return;
             }
         }
         for call in calls {
@@ -459,13 +549,13 @@ impl Generator for RemoteGenerator {
             self.in_flight.fetch_sub(1, Ordering::SeqCst);
             return Err(MlError::Overloaded);
         }
-        let (path, body, tools) = self.body(&request);
+        let (path, body, read) = self.body(&request);
         let (tx, rx) = mpsc::channel(64);
         let stream = Stream {
             remote: self.remote.clone(),
             path,
             body,
-            tools,
+            read,
             tx,
         };
         let running = self.running.clone();
@@ -485,23 +575,29 @@ impl Generator for RemoteGenerator {
     }
 
     fn count_tokens(&self, text: &str) -> usize {
-        if self.kind == ServerKind::LlamaCpp {
-            match self.tokenize(text) {
-                Ok(n) => return n,
+        match &self.counting {
+            Counting::Server => match self.tokenize(text) {
+                Ok(n) => n,
                 Err(e) => {
-                    tracing::debug!(error = %e, "counting tokens on the server failed; estimating")
+                    tracing::debug!(error = %e, "counting tokens on the server failed; estimating");
+                    estimate(text)
                 }
-            }
+            },
+            Counting::Local(t) => t.count_tokens(text),
+            Counting::Estimate => estimate(text),
         }
-        estimate(text)
     }
 
     fn count_prompt_tokens(&self, prompt: &Prompt) -> Result<usize, MlError> {
+        if let Counting::Local(t) = &self.counting {
+            return Ok(t.encode_prompt(prompt)?.len());
+        }
+        let server = matches!(self.counting, Counting::Server);
         match prompt {
             Prompt::Tokens(ids) => Ok(ids.len()),
-            Prompt::Text(text) if self.kind == ServerKind::LlamaCpp => self.tokenize(text),
+            Prompt::Text(text) if server => self.tokenize(text),
             Prompt::Text(text) => Ok(estimate(text)),
-            Prompt::Chat(messages) if self.kind == ServerKind::LlamaCpp => {
+            Prompt::Chat(messages) if server => {
                 let messages: Vec<Value> = messages.iter().map(message).collect();
                 let applied = self
                     .remote

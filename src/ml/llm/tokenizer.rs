@@ -50,6 +50,13 @@ pub struct LlmTokenizer {
 impl LlmTokenizer {
     /// The tokenizer for the GGUF at `gguf_path` whose metadata is `md`: `<stem>.tokenizer.json`
     /// or `tokenizer.json` in the same folder when present, else the GGUF's vocabulary.
+    /// The tokenizer of the GGUF at `path` alone: its header and vocabulary (or a
+    /// `tokenizer.json` beside it), no weights. For counting a remote model's tokens.
+    pub fn from_gguf(path: &Path) -> Result<Self, MlError> {
+        let file = super::model::GgufFile::open(path)?;
+        Self::load(path, &file.content.metadata, file.arch)
+    }
+
     pub(super) fn load(
         gguf_path: &Path,
         md: &HashMap<String, Value>,
