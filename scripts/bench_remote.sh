@@ -22,7 +22,8 @@ THREADS="${RAGD_BENCH_THREADS:-2}"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
+# SIGKILL: llama-server can hang on SIGTERM while a request is running.
+trap 'for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done' EXIT
 start() {  # start PORT ARGS...: llama-server on loopback, waits until it is ready
   local port="$1"; shift
   "$LLAMA_SERVER" --host 127.0.0.1 --port "$port" -t "$THREADS" "$@" >/dev/null 2>&1 &
@@ -38,7 +39,7 @@ echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; load bef
 port="$(free_port)"
 start "$port" -m models/SmolLM2-135M-Instruct.Q4_1.gguf -c 4096 -np 1
 RUST_LOG=warn "$bin" llm "http://127.0.0.1:$port" "${1:-5}"
-kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
+kill -KILL "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
 echo
 port="$(free_port)"
 start "$port" -m "$MINILM_GGUF" --embedding --pooling mean -c 8192 -b 8192 -ub 8192 -np 1

@@ -5,13 +5,13 @@
 # Idempotent, and cheap once done (two file checks).
 #
 # - llama-server: built by ../shared/tools/build_llama_bench.sh from the llama.cpp sources
-#   vendored in the llama-cpp-python sdist (~/.cache/llama-bench/build/bin; ~10-25 min cold
+#   vendored in the llama-cpp-python sdist (~/.cache/llama-bench/build/bin; ~10-30 min cold
 #   on 2 cores, depending on what else runs).
 # - The GGUF: converted, f32, by llama.cpp's own convert_hf_to_gguf.py from those same
 #   sources, into ${XDG_CACHE_HOME:-~/.cache}/ragd-remote/all-MiniLM-L6-v2.f32.gguf (91 MB).
 #   The converter imports torch at top level (it also reads safetensors through torch), and
 #   PyPI's only Linux torch wheels pull in the CUDA libraries: the venv it needs is ~5.6 GB,
-#   ~2-3 min to install. It is built under the cache dir, used once and removed again
+#   ~3 min to install and convert. It is built under the cache dir, used once and removed again
 #   (RAGD_KEEP_CONVERT_VENV=1 keeps it); pip's cache is bypassed so the wheels leave no copy.
 #   Versions are the converter's own requirements file's pins (without its CPU-only index,
 #   which is not reachable here); sentencepiece and protobuf are left out: BERT's WordPiece
@@ -51,11 +51,12 @@ if [ ! -s "$gguf" ]; then
   venv="$cache/convert-venv"
   started=$SECONDS
   if ! "$venv/bin/python" -c 'import torch, transformers, numpy' 2>/dev/null; then
-    echo "creating $venv (torch from PyPI, ~5.6 GB with its CUDA libraries; ~2-3 min)" >&2
+    echo "creating $venv (torch from PyPI, ~5.6 GB with its CUDA libraries; ~3 min)" >&2
     rm -rf "$venv"
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet --no-cache-dir --disable-pip-version-check \
       'torch==2.11.0' 'numpy~=2.2.6' 'transformers==4.57.6' >&2
+    echo "venv ready in $((SECONDS - started)) s" >&2
   fi
   echo "converting $model to $gguf" >&2
   # The converter imports the vendored gguf-py by itself (unless NO_LOCAL_GGUF is set).
@@ -65,8 +66,8 @@ if [ ! -s "$gguf" ]; then
     "$model" --outtype f32 --outfile "$gguf.partial" >"$cache/convert.log" 2>&1 ||
     { tail -n 30 "$cache/convert.log" >&2; echo "conversion failed (log: $cache/convert.log)" >&2; exit 1; }
   mv "$gguf.partial" "$gguf"
+  echo "converted, $((SECONDS - started)) s so far" >&2
   [ "${RAGD_KEEP_CONVERT_VENV:-0}" = 1 ] || rm -rf "$venv"
-  echo "converted in $((SECONDS - started)) s" >&2
 fi
 
 echo "LLAMA_SERVER=$server"

@@ -409,7 +409,11 @@ impl Stream {
                 }
             };
             if let Some(message) = chunk.pointer("/error/message").and_then(Value::as_str) {
-                let e = MlError::Inference(remote.describe(message));
+                // The server is up but failed this generation (an error event in a stream
+                // that already answered 200): the client's 503, not an internal error.
+                let e = MlError::Unavailable(
+                    remote.describe(&format!("the generation failed: {message}")),
+                );
                 let _ = tx.send(LlmEvent::Error(e)).await;
                 return;
             }
