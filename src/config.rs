@@ -101,6 +101,10 @@ pub struct Config {
     pub rate_limit_tools: u32,
     /// Days a soft-deleted conversation is kept before it is purged.
     pub conversation_retention_days: u64,
+    /// Starting with a different embedder than the stored vectors' starts re-embedding
+    /// them at once (`RAGD_REEMBED_ON_CHANGE`); otherwise searches are refused until
+    /// `ragd reindex` (or `POST /api/v1/reindex`) has run.
+    pub reembed_on_change: bool,
 }
 
 /// How log lines are written.
@@ -156,6 +160,7 @@ impl Default for Config {
             rate_limit_chat: 100,
             rate_limit_tools: 50,
             conversation_retention_days: 30,
+            reembed_on_change: false,
         }
     }
 }
@@ -205,6 +210,7 @@ pub struct Layer {
     pub rate_limit_chat: Option<u32>,
     pub rate_limit_tools: Option<u32>,
     pub conversation_retention_days: Option<u64>,
+    pub reembed_on_change: Option<bool>,
 }
 
 /// API keys as a TOML array or a comma-separated string.
@@ -326,6 +332,12 @@ impl Layer {
             rate_limit_chat: parse("RAGD_RATE_LIMIT_CHAT")?.map(|v| v as u32),
             rate_limit_tools: parse("RAGD_RATE_LIMIT_TOOLS")?.map(|v| v as u32),
             conversation_retention_days: parse("RAGD_CONVERSATION_RETENTION_DAYS")?,
+            reembed_on_change: match get("RAGD_REEMBED_ON_CHANGE").as_deref() {
+                None => None,
+                Some("1" | "true" | "yes" | "on") => Some(true),
+                Some("0" | "false" | "no" | "off") => Some(false),
+                Some(other) => bail!("RAGD_REEMBED_ON_CHANGE={other:?}: expected true or false"),
+            },
         })
     }
 }
@@ -380,7 +392,8 @@ impl Config {
             action_ttl_secs,
             rate_limit_chat,
             rate_limit_tools,
-            conversation_retention_days
+            conversation_retention_days,
+            reembed_on_change
         );
         if let Some(t) = l.llm_threads {
             self.llm_threads = Some(t);
