@@ -9,6 +9,7 @@ use crate::config::Config;
 use crate::jobs::Jobs;
 use crate::kb::admission::GateOptions;
 use crate::kb::fetch::FetchPolicy;
+use crate::kb::identity::{self, Identity};
 use crate::kb::{indexes, KbParts, KnowledgeBase, LlmDefaults};
 use crate::ml::llm::{
     Backend, CpuOptions, LlmEngine, LlmHandle, LlmWorkerOptions, SharedGenerator,
@@ -96,7 +97,7 @@ impl AppState {
         let AppStateBuilder { config, clock, llm } = b;
         let config = Arc::new(config);
         let cfg = config.clone();
-        let (kb, models) = tokio::task::spawn_blocking(move || -> anyhow::Result<(KnowledgeBase, Models)> {
+        let (store, models) = tokio::task::spawn_blocking(move || -> anyhow::Result<(Store, Models)> {
             std::fs::create_dir_all(&cfg.data_dir)
                 .with_context(|| format!("creating data directory {}", cfg.data_dir.display()))?;
             let store = Store::open(&cfg.data_dir.join("ragd.sqlite")).context("opening the database")?;
@@ -110,7 +111,6 @@ impl AppState {
                 )
             })?;
             tracing::info!(model = %model_dir.display(), arithmetic = model.arithmetic(), elapsed_ms = started.elapsed().as_millis() as u64, "embedder loaded");
-            let dim = crate::ml::Embedder::dim(&model);
             let embedder = EmbedHandle::spawn(
                 model,
                 EmbedWorkerOptions {
@@ -126,21 +126,47 @@ impl AppState {
                 Some(g) => Some(g),
                 None => load_llm(&cfg)?,
             };
-            let models = Models {
+            Ok((store, Models {
                 embedder,
                 reranker,
                 llm,
-            };
+            }))
+        })
+        .await??;
+        // The running embedder against the one that made the stored vectors (its probes
+        // are embedded through the handle, whichever backend runs it).
+        let identity = Identity::of(&models.embedder)
+            .await
+            .context("embedding the embedder's probe texts")?;
+        let resolved = {
+            let store = store.clone();
+            tokio::task::spawn_blocking(move || identity::resolve(&store, &identity)).await??
+        };
+        if let Some(stale) = &resolved.stale {
+            tracing::warn!(reason = %stale.message(), "searches are refused");
+        }
+        let cfg = config.clone();
+        let kb_models = models.clone();
+        let kb = tokio::task::spawn_blocking(move || -> anyhow::Result<KnowledgeBase> {
+            let dim = kb_models.embedder.dim();
             // One usearch search slot per look-up the search gate admits at once.
             let (vectors, vdisk) = VectorIndex::open(&cfg.data_dir, dim, cfg.search_threads)?;
             let vectors: Arc<dyn VectorStore> = Arc::new(vectors);
             let (fulltext, fdisk) = FullTextIndex::open(&cfg.data_dir)?;
-            indexes::reconcile(&store, vectors.as_ref(), vdisk, &fulltext, fdisk).context("reconciling indexes")?;
+            indexes::reconcile(
+                &store,
+                vectors.as_ref(),
+                vdisk,
+                &fulltext,
+                fdisk,
+                resolved.embedder_id,
+            )
+            .context("reconciling indexes")?;
             let kb = KnowledgeBase::new(KbParts {
                 store,
                 vectors,
                 fulltext: Arc::new(fulltext),
-                models: models.clone(),
+                models: kb_models,
                 parse_defaults: ParseOptions {
                     pdfium_library: cfg.pdfium_library_path(),
                     ocr_languages: cfg.ocr_languages.clone(),
@@ -173,8 +199,9 @@ impl AppState {
                     queue: cfg.answer_queue,
                     max_wait: Duration::from_secs(cfg.max_queue_wait_secs),
                 },
+                identity: resolved,
             })?;
-            Ok((kb, models))
+            Ok(kb)
         })
         .await??;
         let kb = Arc::new(kb);
