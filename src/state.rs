@@ -213,6 +213,16 @@ impl AppState {
             config.task_workers,
         )
         .await?;
+        if config.reembed_on_change && kb.searchable().stale_reason().is_some() {
+            match jobs.submit_reindex().await {
+                Ok(ack) => {
+                    tracing::info!(task_id = %ack.task_id, "reembed_on_change: re-embedding started")
+                }
+                // A reindex interrupted by the last stop resumes instead.
+                Err(crate::error::Error::Conflict(m)) => tracing::info!("reembed_on_change: {m}"),
+                Err(e) => return Err(anyhow::Error::new(e).context("starting the reindex task")),
+            }
+        }
         // Opening the assistant may rebuild the conversation index and hash the first-run
         // admin's password: blocking work, kept off the runtime's threads.
         let parts = crate::assistant::AssistantParts {
