@@ -9,8 +9,10 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 pub mod browser;
+pub mod child;
 pub mod office;
 pub mod pdf;
+pub mod reembed;
 
 /// Where the setup script installed the models.
 pub fn models_dir() -> PathBuf {
