@@ -1,10 +1,11 @@
-//! Durable background tasks (async uploads and scrapes). The protocol: the upload is
+//! Durable background tasks (async uploads, scrapes and re-embedding). The protocol: the upload is
 //! written to the data directory and renamed into place, the task row is committed,
 //! the workers are woken, and only then is the task id returned. Workers claim tasks
 //! from SQLite, report progress there, and a task left unfinished by a crash is
 //! resumed at start-up. Cancellation is atomic: a source is committed only while its
 //! task is still running.
 
+mod reindex;
 pub mod runner;
 pub mod task;
 
@@ -38,7 +39,7 @@ pub struct TaskView {
     pub created_at: String,
     pub started_at: Option<String>,
     pub completed_at: Option<String>,
-    /// `upload` or `scrape`.
+    /// `upload`, `scrape` or `reindex`.
     pub kind: String,
 }
 

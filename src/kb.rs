@@ -9,10 +9,12 @@ pub mod fetch;
 pub mod filter;
 pub mod grounding;
 pub mod health;
+pub mod identity;
 pub mod indexes;
 pub mod ingest;
 pub mod parsing;
 pub mod query;
+pub mod reembed;
 pub mod scrape;
 pub mod search;
 pub mod timings;
@@ -61,6 +63,8 @@ pub struct KnowledgeBase {
     search_gate: admission::Gate,
     /// Admits extractive answers (their sentence embeddings).
     answer_gate: admission::Gate,
+    /// Whose vectors the store holds, and whether searches may run.
+    searchable: identity::Searchable,
 }
 
 /// Generation settings of answers, from the configuration.
@@ -88,11 +92,14 @@ pub struct KbParts {
     pub search_gate: admission::GateOptions,
     /// Extractive answers at once, and waiting.
     pub answer_gate: admission::GateOptions,
+    /// The running embedder's identity and whether stored chunks hold another's vectors
+    /// ([`identity::resolve`]).
+    pub identity: identity::Resolved,
 }
 
 impl KnowledgeBase {
     /// Wires the parts together and starts the group writer's thread;
-    /// [`indexes::reconcile`] must have run on the indexes.
+    /// [`indexes::reconcile`] must have run on the indexes with the identity's id.
     pub fn new(p: KbParts) -> std::io::Result<Self> {
         let write_lock = Arc::new(tokio::sync::Mutex::new(()));
         let timings = Arc::new(timings::StageTimes::default());
@@ -102,6 +109,7 @@ impl KnowledgeBase {
             fulltext: p.fulltext.clone(),
             write_lock: write_lock.clone(),
             timings: timings.clone(),
+            embedder_id: p.identity.embedder_id,
         })?;
         Ok(Self {
             store: p.store,
@@ -120,6 +128,7 @@ impl KnowledgeBase {
             llm_defaults: p.llm_defaults,
             search_gate: admission::Gate::new("searches", p.search_gate),
             answer_gate: admission::Gate::new("answers", p.answer_gate),
+            searchable: identity::Searchable::new(p.identity),
         })
     }
 

@@ -26,6 +26,19 @@ enum Command {
     User(UserArgs),
     /// Prepare models for an offline install (needs a connection; the server never does).
     Models(ModelsArgs),
+    /// Re-embed the stored chunks with the running server's embedder (after a change of
+    /// embedder): starts the server's reindex task and follows it until it ends.
+    Reindex(ReindexArgs),
+}
+
+#[derive(Args)]
+struct ReindexArgs {
+    /// Base URL of the running server.
+    #[arg(long, default_value = "http://127.0.0.1:8000")]
+    server: String,
+    /// The server's API key, when it requires one.
+    #[arg(long, env = "RAGD_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
 }
 
 #[derive(Args)]
@@ -234,6 +247,97 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::User(args) => user_command(args).await,
         Command::Models(args) => models_command(args).await,
+        Command::Reindex(args) => reindex_command(args).await,
+    }
+}
+
+/// `ragd reindex`: `POST /api/v1/reindex` (or, if one is already running, follows that
+/// task), then prints the task's progress until it ends; fails unless it completed.
+async fn reindex_command(args: ReindexArgs) -> anyhow::Result<()> {
+    use serde_json::Value;
+    let base = args.server.trim_end_matches('/').to_owned();
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(key) = args.api_key.filter(|k| !k.is_empty()) {
+        headers.insert(
+            "X-API-Key",
+            reqwest::header::HeaderValue::from_str(&key)
+                .context("RAGD_API_KEY is not a valid header value")?,
+        );
+    }
+    let client = reqwest::Client::builder()
+        .default_headers(headers)
+        .timeout(std::time::Duration::from_secs(60))
+        .build()?;
+    let answer = client
+        .post(format!("{base}/api/v1/reindex"))
+        .send()
+        .await
+        .with_context(|| format!("reaching ragd at {base} (is it running? see --server)"))?;
+    let status = answer.status();
+    let body: Value = answer.json().await.unwrap_or(Value::Null);
+    let task_id = match status.as_u16() {
+        202 => {
+            println!("{}", body["message"].as_str().unwrap_or("reindex queued"));
+            body["task_id"].as_str().unwrap_or_default().to_owned()
+        }
+        // One is already pending or running: follow that one.
+        409 => {
+            println!("{}", body["detail"].as_str().unwrap_or_default());
+            let list: Value = client
+                .get(format!("{base}/api/v1/tasks?limit=200"))
+                .send()
+                .await?
+                .error_for_status()?
+                .json()
+                .await?;
+            list["tasks"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|t| {
+                    t["kind"] == "reindex"
+                        && matches!(t["status"].as_str(), Some("pending" | "running"))
+                })
+                .and_then(|t| t["task_id"].as_str())
+                .context("the server lists no reindex task to follow")?
+                .to_owned()
+        }
+        _ => anyhow::bail!(
+            "the server answered {status}: {}",
+            body["detail"].as_str().unwrap_or("no detail")
+        ),
+    };
+    anyhow::ensure!(!task_id.is_empty(), "the server returned no task id");
+    let mut last = String::new();
+    loop {
+        let task: Value = client
+            .get(format!("{base}/api/v1/tasks/{task_id}"))
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        let state = task["status"].as_str().unwrap_or("unknown");
+        let r = &task["result"];
+        let line = match (r["chunks_done"].as_u64(), r["chunks_total"].as_u64()) {
+            (Some(done), Some(total)) => format!("{state}: {done}/{total} chunks re-embedded"),
+            _ => format!(
+                "{state}: {:.0}%",
+                task["progress"].as_f64().unwrap_or(0.0) * 100.0
+            ),
+        };
+        if line != last {
+            println!("{line}");
+            last = line;
+        }
+        match state {
+            "completed" => return Ok(()),
+            "failed" | "cancelled" => anyhow::bail!(
+                "the reindex task {state}: {}",
+                task["error"].as_str().unwrap_or("no reason given")
+            ),
+            _ => tokio::time::sleep(std::time::Duration::from_secs(1)).await,
+        }
     }
 }
 

@@ -9,6 +9,7 @@ use crate::config::Config;
 use crate::jobs::Jobs;
 use crate::kb::admission::GateOptions;
 use crate::kb::fetch::FetchPolicy;
+use crate::kb::identity::{self, Identity};
 use crate::kb::{indexes, KbParts, KnowledgeBase, LlmDefaults};
 use crate::ml::llm::SharedGenerator;
 use crate::ml::Models;
@@ -95,73 +96,101 @@ impl AppState {
         let AppStateBuilder { config, clock, llm } = b;
         let config = Arc::new(config);
         let cfg = config.clone();
-        let (kb, models) =
-            tokio::task::spawn_blocking(move || -> anyhow::Result<(KnowledgeBase, Models)> {
+        let (store, models) =
+            tokio::task::spawn_blocking(move || -> anyhow::Result<(Store, Models)> {
                 std::fs::create_dir_all(&cfg.data_dir).with_context(|| {
                     format!("creating data directory {}", cfg.data_dir.display())
                 })?;
                 let store = Store::open(&cfg.data_dir.join("ragd.sqlite"))
                     .context("opening the database")?;
 
-                let (embedder, dim) = models::load_embedder(&cfg)?;
-
+                let (embedder, _dim) = models::load_embedder(&cfg)?;
                 let reranker = models::load_reranker(&cfg)?;
                 let llm = match llm {
                     Some(g) => Some(g),
                     None => models::load_llm(&cfg)?,
                 };
-                let models = Models {
-                    embedder,
-                    reranker,
-                    llm,
-                };
-                // One usearch search slot per look-up the search gate admits at once.
-                let (vectors, vdisk) = VectorIndex::open(&cfg.data_dir, dim, cfg.search_threads)?;
-                let vectors: Arc<dyn VectorStore> = Arc::new(vectors);
-                let (fulltext, fdisk) = FullTextIndex::open(&cfg.data_dir)?;
-                indexes::reconcile(&store, vectors.as_ref(), vdisk, &fulltext, fdisk)
-                    .context("reconciling indexes")?;
-                let kb = KnowledgeBase::new(KbParts {
+                Ok((
                     store,
-                    vectors,
-                    fulltext: Arc::new(fulltext),
-                    models: models.clone(),
-                    parse_defaults: ParseOptions {
-                        pdfium_library: cfg.pdfium_library_path(),
-                        ocr_languages: cfg.ocr_languages.clone(),
-                        ..ParseOptions::default()
+                    Models {
+                        embedder,
+                        reranker,
+                        llm,
                     },
-                    max_concurrent_parses: cfg.max_concurrent_parses,
-                    zip_limits: ZipLimits {
-                        max_entries: cfg.max_zip_entries,
-                        max_entry_bytes: cfg.max_upload_bytes,
-                        max_total_bytes: cfg.max_zip_total_bytes,
-                        max_ratio: 200,
-                        ratio_floor_bytes: 1 << 20,
-                    },
-                    fetch_policy: FetchPolicy {
-                        allow_private: cfg.scrape_allow_private,
-                        allowed_hosts: cfg.scrape_allowed_hosts.clone(),
-                        max_bytes: cfg.max_scrape_bytes,
-                    },
-                    llm_defaults: LlmDefaults {
-                        max_tokens: cfg.llm_max_tokens,
-                        temperature: cfg.llm_temperature,
-                    },
-                    search_gate: GateOptions {
-                        running: cfg.search_threads,
-                        queue: cfg.search_queue,
-                        max_wait: Duration::from_secs(cfg.max_queue_wait_secs),
-                    },
-                    answer_gate: GateOptions {
-                        running: cfg.max_concurrent_answers,
-                        queue: cfg.answer_queue,
-                        max_wait: Duration::from_secs(cfg.max_queue_wait_secs),
-                    },
-                })?;
-                Ok((kb, models))
+                ))
             })
             .await??;
+        // The running embedder against the one that made the stored vectors (its probes
+        // are embedded through the handle, whichever backend runs it).
+        let identity = Identity::of(&models.embedder)
+            .await
+            .context("embedding the embedder's probe texts")?;
+        let resolved = {
+            let store = store.clone();
+            tokio::task::spawn_blocking(move || identity::resolve(&store, &identity)).await??
+        };
+        if let Some(stale) = &resolved.stale {
+            tracing::warn!(reason = %stale.message(), "searches are refused");
+        }
+        let cfg = config.clone();
+        let kb_models = models.clone();
+        let kb = tokio::task::spawn_blocking(move || -> anyhow::Result<KnowledgeBase> {
+            let dim = kb_models.embedder.dim();
+            // One usearch search slot per look-up the search gate admits at once.
+            let (vectors, vdisk) = VectorIndex::open(&cfg.data_dir, dim, cfg.search_threads)?;
+            let vectors: Arc<dyn VectorStore> = Arc::new(vectors);
+            let (fulltext, fdisk) = FullTextIndex::open(&cfg.data_dir)?;
+            indexes::reconcile(
+                &store,
+                vectors.as_ref(),
+                vdisk,
+                &fulltext,
+                fdisk,
+                resolved.embedder_id,
+            )
+            .context("reconciling indexes")?;
+            let kb = KnowledgeBase::new(KbParts {
+                store,
+                vectors,
+                fulltext: Arc::new(fulltext),
+                models: kb_models,
+                parse_defaults: ParseOptions {
+                    pdfium_library: cfg.pdfium_library_path(),
+                    ocr_languages: cfg.ocr_languages.clone(),
+                    ..ParseOptions::default()
+                },
+                max_concurrent_parses: cfg.max_concurrent_parses,
+                zip_limits: ZipLimits {
+                    max_entries: cfg.max_zip_entries,
+                    max_entry_bytes: cfg.max_upload_bytes,
+                    max_total_bytes: cfg.max_zip_total_bytes,
+                    max_ratio: 200,
+                    ratio_floor_bytes: 1 << 20,
+                },
+                fetch_policy: FetchPolicy {
+                    allow_private: cfg.scrape_allow_private,
+                    allowed_hosts: cfg.scrape_allowed_hosts.clone(),
+                    max_bytes: cfg.max_scrape_bytes,
+                },
+                llm_defaults: LlmDefaults {
+                    max_tokens: cfg.llm_max_tokens,
+                    temperature: cfg.llm_temperature,
+                },
+                search_gate: GateOptions {
+                    running: cfg.search_threads,
+                    queue: cfg.search_queue,
+                    max_wait: Duration::from_secs(cfg.max_queue_wait_secs),
+                },
+                answer_gate: GateOptions {
+                    running: cfg.max_concurrent_answers,
+                    queue: cfg.answer_queue,
+                    max_wait: Duration::from_secs(cfg.max_queue_wait_secs),
+                },
+                identity: resolved,
+            })?;
+            Ok(kb)
+        })
+        .await??;
         let kb = Arc::new(kb);
         let flusher = tokio::spawn(flush_loop(kb.clone()));
         let jobs = Jobs::start(
@@ -171,6 +200,16 @@ impl AppState {
             config.task_workers,
         )
         .await?;
+        if config.reembed_on_change && kb.searchable().stale_reason().is_some() {
+            match jobs.submit_reindex().await {
+                Ok(ack) => {
+                    tracing::info!(task_id = %ack.task_id, "reembed_on_change: re-embedding started")
+                }
+                // A reindex interrupted by the last stop resumes instead.
+                Err(crate::error::Error::Conflict(m)) => tracing::info!("reembed_on_change: {m}"),
+                Err(e) => return Err(anyhow::Error::new(e).context("starting the reindex task")),
+            }
+        }
         // Opening the assistant may rebuild the conversation index and hash the first-run
         // admin's password: blocking work, kept off the runtime's threads.
         let parts = crate::assistant::AssistantParts {

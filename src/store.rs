@@ -4,6 +4,7 @@
 pub mod actions;
 pub mod chunks;
 pub mod conversations;
+pub mod embedders;
 pub mod migrations;
 pub mod onboarding;
 pub mod settings;

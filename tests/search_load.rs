@@ -77,7 +77,7 @@ fn seed_store(data: &Path) {
         store
             .write_sync(|tx| {
                 repo::upsert_source(tx, &source)?;
-                repo::replace_chunks(tx, &source.id, &rows)?;
+                repo::replace_chunks(tx, &source.id, &rows, None)?;
                 repo::bump_generation(tx)
             })
             .unwrap();

@@ -5,6 +5,7 @@ pub mod form;
 pub mod health;
 pub mod parse;
 pub mod query;
+pub mod reindex;
 pub mod scrape;
 pub mod search;
 pub mod tasks;
@@ -72,6 +73,7 @@ pub fn routes(config: &Config) -> Router<AppState> {
         )
         .route("/scrape", post(scrape::scrape))
         .route("/scrape/async", post(scrape::scrape_async))
+        .route("/reindex", post(reindex::reindex))
         .route("/tasks", get(tasks::list))
         .route(
             "/tasks/{task_id}",

@@ -8,7 +8,7 @@ use super::kb;
 /// The `/api/v1` OpenAPI document.
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "ragd knowledge base API", description = "Offline knowledge base: upload, scrape, parse, search, documents, tasks, health."),
+    info(title = "ragd knowledge base API", description = "Offline knowledge base: upload, scrape, parse, search, documents, tasks, re-embedding, health."),
     paths(
         kb::health::health,
         kb::health::ready,
@@ -32,6 +32,7 @@ use super::kb;
         kb::tasks::list,
         kb::tasks::get_one,
         kb::tasks::cancel,
+        kb::reindex::reindex,
         kb::parse::parse,
         kb::parse::formats,
         kb::parse::sections,

@@ -160,6 +160,12 @@ impl Assistant {
             let spec = self.tools.require(name)?;
             super::tools::ToolRegistry::check_allowed(spec, user)?;
         }
+        // A turn retrieves from the knowledge base unless it names its tool (without an
+        // LLM it always does): refused, before anything is stored, while the stored
+        // vectors are another embedder's.
+        if self.models.llm.is_none() || !matches!(req.tool_choice, ToolChoice::Required(_)) {
+            self.kb.ensure_searchable()?;
+        }
         let started = std::time::Instant::now();
         let conversation_id = match &req.conversation_id {
             Some(id) => self.conversations.get(&user.id, id).await?.conversation_id,

@@ -26,11 +26,17 @@ pub struct RetrievalChunk {
 impl RetrievalChunk {
     /// The text that is embedded: heading context, then the body.
     pub fn embed_input(&self) -> String {
-        if self.section_path.is_empty() {
-            self.text.clone()
-        } else {
-            format!("{}\n\n{}", self.section_path, self.text)
-        }
+        embed_input(&self.section_path, &self.text)
+    }
+}
+
+/// The text embedded for a chunk of body `text` under `section_path`: what
+/// [`RetrievalChunk::embed_input`] gives, rebuilt from a stored chunk's fields.
+pub fn embed_input(section_path: &str, text: &str) -> String {
+    if section_path.is_empty() {
+        text.to_owned()
+    } else {
+        format!("{section_path}\n\n{text}")
     }
 }
 

@@ -157,6 +157,7 @@ async fn execute(inner: &Arc<Inner>, task: &TaskRow) -> Result<Value> {
             timeout,
             skip_duplicates,
         } => scrape(inner, &task.id, urls, timeout, skip_duplicates).await,
+        TaskKind::Reindex(saved) => super::reindex::run(inner, task, saved).await,
     }
 }
 

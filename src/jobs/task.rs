@@ -67,6 +67,19 @@ pub enum TaskKind {
         timeout: Duration,
         skip_duplicates: bool,
     },
+    /// Re-embed every chunk whose vector another embedder made (`kb::reembed`).
+    Reindex(ReindexCheckpoint),
+}
+
+/// Where a reindex task is: saved after each batch, so that a task resumed after a
+/// crash goes on from there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReindexCheckpoint {
+    /// The embedder identity the task re-embeds with (`store::embedders`): a cursor
+    /// saved for another one is not followed.
+    pub embedder_id: Option<i64>,
+    /// Every chunk with a key up to this one has been re-embedded.
+    pub cursor: u64,
 }
 
 impl TaskKind {
@@ -75,6 +88,7 @@ impl TaskKind {
         match self {
             Self::Upload { .. } => "upload",
             Self::Scrape { .. } => "scrape",
+            Self::Reindex(_) => "reindex",
         }
     }
 
@@ -93,6 +107,7 @@ impl TaskKind {
                 "timeout": timeout.as_secs(),
                 "skip_duplicates": skip_duplicates,
             }),
+            Self::Reindex(c) => json!({ "embedder_id": c.embedder_id, "cursor": c.cursor }),
         }
     }
 
@@ -116,6 +131,10 @@ impl TaskKind {
                 timeout: Duration::from_secs(params["timeout"].as_u64().unwrap_or(30)),
                 skip_duplicates: params["skip_duplicates"].as_bool().unwrap_or(true),
             }),
+            "reindex" => Ok(Self::Reindex(ReindexCheckpoint {
+                embedder_id: params["embedder_id"].as_i64(),
+                cursor: params["cursor"].as_u64().unwrap_or(0),
+            })),
             other => Err(Error::Internal(anyhow::anyhow!(
                 "unknown task kind '{other}'"
             ))),
@@ -139,6 +158,11 @@ mod tests {
                 timeout: Duration::from_secs(12),
                 skip_duplicates: false,
             },
+            TaskKind::Reindex(ReindexCheckpoint::default()),
+            TaskKind::Reindex(ReindexCheckpoint {
+                embedder_id: Some(3),
+                cursor: 1200,
+            }),
         ] {
             assert_eq!(
                 TaskKind::from_row(kind.name(), &kind.params()).unwrap(),

@@ -11,7 +11,8 @@ const LLM_PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl KnowledgeBase {
     /// Checks the embedder (a real embedding of a probe text) and the vector store
-    /// (SQLite answers, and both derived indexes hold exactly the stored chunks).
+    /// (SQLite answers, and both derived indexes hold exactly the stored chunks; not
+    /// healthy, with the reason, while the stored vectors are another embedder's).
     pub async fn health_components(&self) -> Vec<Component> {
         vec![self.check_embedder().await, self.check_vector_store().await]
     }
@@ -128,6 +129,13 @@ impl KnowledgeBase {
     }
 
     async fn check_vector_store(&self) -> Component {
+        if let Some(reason) = self.searchable().stale_reason() {
+            return Component {
+                name: "vector_store".into(),
+                healthy: false,
+                detail: reason,
+            };
+        }
         // What ingestion has staged in the full-text index counts too: commit it first.
         let ft = self.fulltext.clone();
         match tokio::task::spawn_blocking(move || ft.commit_staged()).await {

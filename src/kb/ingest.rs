@@ -35,7 +35,7 @@ fn chunk_id(source: &str, position: usize) -> String {
     uuid::Uuid::new_v5(&CHUNK_NS, format!("{source}\0{position}").as_bytes()).to_string()
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
+pub(super) fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
@@ -371,6 +371,7 @@ impl KnowledgeBase {
     /// vectors of the source stored as `name`, by text hash (none when it is new).
     async fn stored_state(&self, name: &str, hash: Option<String>) -> Result<Stored> {
         let name = name.to_owned();
+        let embedder = self.searchable.embedder_id();
         self.store
             .read(move |c| {
                 if let Some(dup) = hash
@@ -382,7 +383,7 @@ impl KnowledgeBase {
                     return Ok(Stored::Duplicate((dup, first)));
                 }
                 Ok(Stored::Vectors(match repo::source_by_name(c, &name)? {
-                    Some(s) => repo::vectors_by_hash(c, &s.id)?,
+                    Some(s) => repo::vectors_by_hash(c, &s.id, embedder)?,
                     None => HashMap::new(),
                 }))
             })

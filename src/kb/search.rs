@@ -67,6 +67,8 @@ impl KnowledgeBase {
         if query.is_empty() {
             return Err(Error::bad_request("query must not be empty"));
         }
+        // Never a query vector of one embedder against stored vectors of another.
+        self.ensure_searchable()?;
         let started = Instant::now();
         let normalised = searchable(&query);
         let qv = self

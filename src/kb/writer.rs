@@ -92,6 +92,9 @@ pub(super) struct Targets {
     /// Shared with deletions, so SQLite and both indexes change in the same order.
     pub write_lock: Arc<tokio::sync::Mutex<()>>,
     pub timings: Arc<StageTimes>,
+    /// Identity of the running embedder, recorded with every vector written
+    /// (`store::embedders`).
+    pub embedder_id: i64,
 }
 
 /// The handle to the writer thread; the thread ends when the handle is dropped.
@@ -251,7 +254,7 @@ fn write_group(t: &Targets, writes: &[SourceWrite]) -> Result<Vec<Result<Written
     let (outcomes, generation) = t.store.write_sync(|tx| {
         let outcomes: Vec<Result<(Written, Option<Done>)>> = writes
             .iter()
-            .map(|w| store::savepoint(tx, |tx| write_source(tx, w, &now)))
+            .map(|w| store::savepoint(tx, |tx| write_source(tx, w, &now, t.embedder_id)))
             .collect();
         let changed = outcomes
             .iter()
@@ -337,6 +340,7 @@ fn write_source(
     tx: &crate::store::Transaction<'_>,
     w: &SourceWrite,
     now: &str,
+    embedder_id: i64,
 ) -> Result<(Written, Option<Done>)> {
     if let Some(task) = &w.task {
         if !store::tasks::is_running(tx, task)? {
@@ -371,7 +375,7 @@ fn write_source(
     };
     let rows = build_rows(&source, p, &w.vectors, now)?;
     repo::upsert_source(tx, &source)?;
-    let diff = repo::replace_chunks(tx, &source.id, &rows)?;
+    let diff = repo::replace_chunks(tx, &source.id, &rows, Some(embedder_id))?;
     let written = Written::Stored {
         // Set once the group's transaction has its generation.
         generation: 0,

@@ -49,7 +49,8 @@ pub struct NewChunk {
 /// What [`replace_chunks`] changed, for the derived indexes and the ingestion counts.
 #[derive(Debug, Default)]
 pub struct ChunkDiff {
-    /// Keys whose text (and vector) are new: inserted positions and changed ones.
+    /// Keys whose text or vector is new: inserted positions, changed ones, and unchanged
+    /// ones given the running embedder's vector in place of another's.
     pub upserted: Vec<(u64, usize)>,
     /// Positions that were new.
     pub added: usize,
@@ -127,14 +128,17 @@ pub fn first_chunk_id(c: &Connection, source_id: &str) -> Result<Option<String>>
     .optional()?)
 }
 
-/// Stored vectors of a source's chunks by text hash, so re-ingestion embeds only new text.
+/// Stored vectors of a source's chunks by text hash, so re-ingestion embeds only new
+/// text; only the vectors the embedder `embedder` made (another's are never reused).
 pub fn vectors_by_hash(
     c: &Connection,
     source_id: &str,
+    embedder: i64,
 ) -> Result<std::collections::HashMap<String, Vec<f32>>> {
-    let mut st =
-        c.prepare_cached("SELECT text_hash, embedding FROM chunks WHERE source_id = ?1")?;
-    let rows = st.query_map([source_id], |r| {
+    let mut st = c.prepare_cached(
+        "SELECT text_hash, embedding FROM chunks WHERE source_id = ?1 AND embedder_id = ?2",
+    )?;
+    let rows = st.query_map(params![source_id, embedder], |r| {
         Ok((
             r.get::<_, String>(0)?,
             decode_vector(&r.get::<_, Vec<u8>>(1)?),
@@ -170,19 +174,28 @@ pub fn upsert_source(tx: &Transaction<'_>, s: &SourceRow) -> Result<()> {
 
 /// Makes a source's chunks exactly `chunks` (positions 0..n): unchanged positions keep
 /// their key and vector, changed ones are rewritten in place, extra ones are deleted.
+/// The vectors written are recorded as made by `embedder` (`store::embedders`; `None`
+/// only for stores seeded outside a server: the next start assigns them the adopted
+/// identity).
 pub fn replace_chunks(
     tx: &Transaction<'_>,
     source_id: &str,
     chunks: &[NewChunk],
+    embedder: Option<i64>,
 ) -> Result<ChunkDiff> {
     let mut existing = std::collections::HashMap::new();
     {
-        let mut st =
-            tx.prepare_cached("SELECT position, key, text_hash FROM chunks WHERE source_id = ?1")?;
+        let mut st = tx.prepare_cached(
+            "SELECT position, key, text_hash, embedder_id FROM chunks WHERE source_id = ?1",
+        )?;
         let rows = st.query_map([source_id], |r| {
             Ok((
                 r.get::<_, i64>(0)?,
-                (r.get::<_, i64>(1)? as u64, r.get::<_, String>(2)?),
+                (
+                    r.get::<_, i64>(1)? as u64,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, Option<i64>>(3)?,
+                ),
             ))
         })?;
         for row in rows {
@@ -194,15 +207,28 @@ pub fn replace_chunks(
     for (i, ch) in chunks.iter().enumerate() {
         let meta = Value::Object(ch.metadata.clone()).to_string();
         match existing.remove(&ch.position) {
-            Some((key, hash)) if hash == ch.text_hash => {
+            // Unchanged text whose vector another embedder made (a knowledge base being
+            // re-embedded): the new vector replaces it, and the indexes take it.
+            Some((key, hash, by))
+                if hash == ch.text_hash && embedder.is_some() && by != embedder =>
+            {
+                tx.prepare_cached(
+                    "UPDATE chunks SET metadata = ?2, language = ?3, embedding = ?4, embedder_id = ?5
+                     WHERE key = ?1",
+                )?
+                .execute(params![key as i64, meta, ch.language, encode_vector(&ch.embedding), embedder])?;
+                diff.skipped += 1;
+                diff.upserted.push((key, i));
+            }
+            Some((key, hash, _)) if hash == ch.text_hash => {
                 tx.prepare_cached("UPDATE chunks SET metadata = ?2, language = ?3 WHERE key = ?1")?
                     .execute(params![key as i64, meta, ch.language])?;
                 diff.skipped += 1;
             }
-            Some((key, _)) => {
+            Some((key, _, _)) => {
                 tx.prepare_cached(
                     "UPDATE chunks SET text = ?2, text_hash = ?3, language = ?4, metadata = ?5,
-                         embedding = ?6, id = ?7 WHERE key = ?1",
+                         embedding = ?6, id = ?7, embedder_id = ?8 WHERE key = ?1",
                 )?
                 .execute(params![
                     key as i64,
@@ -211,15 +237,16 @@ pub fn replace_chunks(
                     ch.language,
                     meta,
                     encode_vector(&ch.embedding),
-                    ch.id
+                    ch.id,
+                    embedder
                 ])?;
                 diff.updated += 1;
                 diff.upserted.push((key, i));
             }
             None => {
                 tx.prepare_cached(
-                    "INSERT INTO chunks (id, source_id, position, text, text_hash, language, metadata, embedding)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    "INSERT INTO chunks (id, source_id, position, text, text_hash, language, metadata, embedding, embedder_id)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                 )?
                 .execute(params![
                         ch.id,
@@ -229,7 +256,8 @@ pub fn replace_chunks(
                         ch.text_hash,
                         ch.language,
                         meta,
-                        encode_vector(&ch.embedding)
+                        encode_vector(&ch.embedding),
+                        embedder
                     ],
                 )?;
                 diff.added += 1;
@@ -237,7 +265,7 @@ pub fn replace_chunks(
             }
         }
     }
-    for (_, (key, _)) in existing {
+    for (_, (key, _, _)) in existing {
         tx.execute("DELETE FROM chunks WHERE key = ?1", [key as i64])?;
         diff.removed.push(key);
     }
@@ -301,19 +329,40 @@ pub fn chunks_by_keys(c: &Connection, keys: &[u64]) -> Result<Vec<ChunkRow>> {
     Ok(out)
 }
 
-/// Calls `f(key, text, embedding)` for every chunk, for rebuilding derived indexes.
+/// One chunk as [`for_each_chunk`] gives it.
+pub struct IndexedChunk<'a> {
+    pub key: u64,
+    pub id: &'a str,
+    pub text: &'a str,
+    /// Its vector, when the embedder asked for made it (else `None`: not decoded).
+    pub embedding: Option<Vec<f32>>,
+}
+
+/// Calls `f` for every chunk, in key order, for rebuilding derived indexes; the vector
+/// only of the chunks whose vector `embedder` made.
 pub fn for_each_chunk(
     c: &Connection,
-    mut f: impl FnMut(u64, &str, &str, Vec<f32>) -> Result<()>,
+    embedder: i64,
+    mut f: impl FnMut(IndexedChunk<'_>) -> Result<()>,
 ) -> Result<()> {
-    let mut st = c.prepare("SELECT key, id, text, embedding FROM chunks ORDER BY key")?;
+    let mut st =
+        c.prepare("SELECT key, id, text, embedder_id, embedding FROM chunks ORDER BY key")?;
     let mut rows = st.query([])?;
     while let Some(r) = rows.next()? {
         let key = r.get::<_, i64>(0)? as u64;
         let id: String = r.get(1)?;
         let text: String = r.get(2)?;
-        let blob: Vec<u8> = r.get(3)?;
-        f(key, &id, &text, decode_vector(&blob))?;
+        let embedding = if r.get::<_, Option<i64>>(3)? == Some(embedder) {
+            Some(decode_vector(&r.get::<_, Vec<u8>>(4)?))
+        } else {
+            None
+        };
+        f(IndexedChunk {
+            key,
+            id: &id,
+            text: &text,
+            embedding,
+        })?;
     }
     Ok(())
 }

@@ -64,6 +64,8 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0003_users_settings.sql"),
     // 4: conversations, messages and pending actions.
     include_str!("migrations/0004_conversations_actions.sql"),
+    // 5: the identity of the embedder behind the stored vectors; the `reindex` task kind.
+    include_str!("migrations/0005_embedder_identity.sql"),
 ];
 
 /// Applies every migration newer than the database's `user_version`, each in its own

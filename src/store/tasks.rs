@@ -160,3 +160,28 @@ pub fn requeue_interrupted(c: &Connection) -> Result<usize> {
         [],
     )?)
 }
+
+/// Records a running task's checkpoint: its params (where to resume), progress and the
+/// result so far.
+pub fn checkpoint(
+    c: &Connection,
+    id: &str,
+    params: &Value,
+    progress: f64,
+    result: &Value,
+) -> Result<()> {
+    c.execute(
+        "UPDATE tasks SET params = ?2, progress = ?3, result = ?4 WHERE id = ?1 AND status = 'running'",
+        params![id, params.to_string(), progress.clamp(0.0, 1.0), result.to_string()],
+    )?;
+    Ok(())
+}
+
+/// The oldest pending or running task of `kind`, if any.
+pub fn unfinished_of_kind(c: &Connection, kind: &str) -> Result<Option<TaskRow>> {
+    let sql = format!(
+        "SELECT {COLS} FROM tasks WHERE kind = ?1 AND status IN ('pending', 'running')
+         ORDER BY created_at, id LIMIT 1"
+    );
+    Ok(c.query_row(&sql, [kind], row).optional()?)
+}

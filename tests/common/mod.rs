@@ -9,9 +9,11 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 pub mod browser;
+pub mod child;
 pub mod engines;
 pub mod office;
 pub mod pdf;
+pub mod reembed;
 pub mod scenarios;
 
 /// Where the setup script installed the models.

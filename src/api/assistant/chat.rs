@@ -146,6 +146,8 @@ async fn stream_ai_response(
         return Err(AssistantError::BadRequest("prompt is required".into()));
     }
     let req = chat_request(&p, prompt)?;
+    // Refused with a status, not as an event of a stream that has begun.
+    state.kb.ensure_searchable()?;
     Ok(sse::respond(stream_chat(state, limited.user, req)).into_response())
 }
 

@@ -64,7 +64,8 @@ pub struct QueryRequest {
 /// `stream: true` the answer arrives as server-sent events.
 #[utoipa::path(post, path = "/api/v1/query", tag = "query", request_body = QueryRequest,
     responses((status = 200, body = QueryResponse), (status = 400, body = ErrorBody),
-        (status = 429, description = "Overloaded; retry after `Retry-After` seconds", body = ErrorBody)))]
+        (status = 429, description = "Overloaded; retry after `Retry-After` seconds", body = ErrorBody),
+        (status = 503, description = "The stored vectors were made by another embedder: run `ragd reindex` or POST /api/v1/reindex", body = ErrorBody)))]
 pub async fn query(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<QueryRequest>,
@@ -93,6 +94,8 @@ pub async fn query(
     if !req.stream {
         return Ok(Json(state.kb.query(params).await?).into_response());
     }
+    // Refused with a status, not as an event of a stream that has begun.
+    state.kb.ensure_searchable()?;
     Ok(sse::respond(stream_answer(state, params)).into_response())
 }
 

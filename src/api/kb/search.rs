@@ -35,7 +35,8 @@ pub struct SearchRequest {
 /// Semantic search over stored chunks; scores are cosine similarities (higher is better).
 #[utoipa::path(post, path = "/api/v1/search", tag = "search", request_body = SearchRequest,
     responses((status = 200, body = SearchResponse), (status = 400, body = ErrorBody),
-        (status = 429, description = "Overloaded; retry after `Retry-After` seconds", body = ErrorBody)))]
+        (status = 429, description = "Overloaded; retry after `Retry-After` seconds", body = ErrorBody),
+        (status = 503, description = "The stored vectors were made by another embedder: run `ragd reindex` or POST /api/v1/reindex", body = ErrorBody)))]
 pub async fn search(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<SearchRequest>,
