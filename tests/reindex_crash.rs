@@ -116,6 +116,16 @@ async fn an_interrupted_reindex_resumes_from_its_checkpoint_and_completes() {
         assert_eq!(search_status(&client, &server).await, 503);
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
+    // The refusal says that re-embedding is under way.
+    let r = client
+        .post(server.url("/api/v1/search"))
+        .json(&json!({"query": "refund policy"}))
+        .send()
+        .await
+        .unwrap();
+    let body: Value = r.json().await.unwrap();
+    let detail = body["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("re-embedding is under way"), "{body}");
     server.kill();
     let id = first["task_id"].as_str().unwrap().to_owned();
 

@@ -63,6 +63,15 @@ impl Jobs {
     }
 }
 
+/// Clears the knowledge base's record of a running reindex when dropped.
+struct ClearProgress<'a>(&'a crate::kb::KnowledgeBase);
+
+impl Drop for ClearProgress<'_> {
+    fn drop(&mut self) {
+        self.0.searchable().clear_progress();
+    }
+}
+
 /// Runs a reindex task from its checkpoint.
 pub(super) async fn run(
     inner: &Arc<Inner>,
@@ -86,6 +95,9 @@ pub(super) async fn run(
         cursor,
         "re-embedding chunks"
     );
+    kb.searchable().report_progress(already, start.total);
+    // However the run ends (finished, failed, cancelled, stopped), it is not under way.
+    let _progress = ClearProgress(kb);
     let started = Instant::now();
     let (mut reembedded, mut passes) = (0u64, 1u32);
     loop {
@@ -111,6 +123,7 @@ pub(super) async fn run(
             cursor,
         })
         .params();
+        kb.searchable().report_progress(done, start.total);
         let progress = done as f64 / start.total.max(1) as f64;
         let so_far = json!({ "embedder": name, "chunks_done": done, "chunks_total": start.total });
         let id = task.id.clone();

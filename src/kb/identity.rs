@@ -206,6 +206,8 @@ pub fn resolve(store: &Store, current: &Identity) -> Result<Resolved> {
 pub struct Searchable {
     embedder_id: i64,
     stale: RwLock<Option<Stale>>,
+    /// Chunks done and in all, while a reindex task runs.
+    progress: RwLock<Option<(u64, u64)>>,
 }
 
 impl Searchable {
@@ -214,7 +216,13 @@ impl Searchable {
         Self {
             embedder_id: r.embedder_id,
             stale: RwLock::new(r.stale),
+            progress: RwLock::new(None),
         }
+    }
+
+    /// Records how far a running reindex is (shown with the reason searches are refused).
+    pub fn report_progress(&self, done: u64, total: u64) {
+        *self.progress.write() = Some((done, total));
     }
 
     /// Id of the running embedder's identity (what the vectors it writes are recorded as).
@@ -224,20 +232,33 @@ impl Searchable {
 
     /// `Unavailable` with the reason while chunks hold another embedder's vectors.
     pub fn check(&self) -> Result<()> {
-        match &*self.stale.read() {
+        match self.stale_reason() {
             None => Ok(()),
-            Some(s) => Err(Error::Unavailable(s.message())),
+            Some(reason) => Err(Error::Unavailable(reason)),
         }
     }
 
-    /// The reason searches are refused, if they are.
+    /// The reason searches are refused, if they are (with the progress of a running
+    /// reindex).
     pub fn stale_reason(&self) -> Option<String> {
-        self.stale.read().as_ref().map(Stale::message)
+        let mut reason = self.stale.read().as_ref().map(Stale::message)?;
+        if let Some((done, total)) = *self.progress.read() {
+            reason.push_str(&format!(
+                " (re-embedding is under way: {done} of {total} chunks done)"
+            ));
+        }
+        Some(reason)
     }
 
     /// Serves searches again: every chunk's vector is now the running embedder's.
     pub(super) fn lift(&self) {
         *self.stale.write() = None;
+        self.clear_progress();
+    }
+
+    /// No reindex is running (any more).
+    pub fn clear_progress(&self) {
+        *self.progress.write() = None;
     }
 }
 
@@ -329,6 +350,9 @@ mod tests {
         assert!(resolve(&store, &a).unwrap().stale.is_none());
         let searchable = Searchable::new(resolve(&store, &b).unwrap());
         assert!(matches!(searchable.check(), Err(Error::Unavailable(m)) if m == msg));
+        searchable.report_progress(1, 2);
+        let under_way = searchable.stale_reason().unwrap();
+        assert!(under_way.starts_with(&msg) && under_way.ends_with("1 of 2 chunks done)"));
         searchable.lift();
         assert!(searchable.check().is_ok());
     }
