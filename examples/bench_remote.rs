@@ -168,6 +168,9 @@ async fn bench_llm(url: &str, rounds: usize) {
             r_rate.push(r.decode);
         }
     }
+    // Pairs run back to back: the median of their ratios is what drift moves least.
+    let first_ratio = median(r_first.iter().zip(&d_first).map(|(r, d)| r / d).collect());
+    let rate_ratio = median(r_rate.iter().zip(&d_rate).map(|(r, d)| r / d).collect());
     let (df, dr, rf, rr) = (
         median(d_first),
         median(d_rate),
@@ -182,9 +185,14 @@ async fn bench_llm(url: &str, rounds: usize) {
     println!("| llama-server alone | {df:.1} | {dr:.1} |");
     println!("| ragd `RemoteGenerator` on it | {rf:.1} | {rr:.1} |");
     println!(
-        "| ragd adds | {:+.1}% (target <= +5%) | {:+.1}% (target >= -2%) |",
+        "| ragd adds (ratio of the medians) | {:+.1}% | {:+.1}% |",
         (rf / df - 1.0) * 100.0,
         (rr / dr - 1.0) * 100.0
+    );
+    println!(
+        "| ragd adds (median of the pairs' ratios) | {:+.1}% (target <= +5%) | {:+.1}% (target >= -2%) |",
+        (first_ratio - 1.0) * 100.0,
+        (rate_ratio - 1.0) * 100.0
     );
 }
 

@@ -40,6 +40,7 @@ port="$(free_port)"
 start "$port" -m models/SmolLM2-135M-Instruct.Q4_1.gguf -c 4096 -np 1
 RUST_LOG=warn "$bin" llm "http://127.0.0.1:$port" "${1:-5}"
 kill -KILL "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
+[ "${3:-3}" = 0 ] && exit 0  # embed_rounds 0: the LLM part only
 echo
 port="$(free_port)"
 start "$port" -m "$MINILM_GGUF" --embedding --pooling mean -c 8192 -b 8192 -ub 8192 -np 1
