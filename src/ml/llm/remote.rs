@@ -62,7 +62,7 @@ enum Counting {
     /// The server's `/tokenize` (and `/apply-template` for chats).
     Server,
     /// The same model's tokenizer, here.
-    Local(LlmTokenizer),
+    Local(Box<LlmTokenizer>),
     /// One token per three bytes.
     Estimate,
 }
@@ -154,7 +154,7 @@ impl RemoteGenerator {
         let counting = match (kind, &opts.local_tokenizer) {
             (ServerKind::LlamaCpp, _) => Counting::Server,
             (ServerKind::OpenAi, Some(path)) => match LlmTokenizer::from_gguf(path) {
-                Ok(t) => Counting::Local(t),
+                Ok(t) => Counting::Local(Box::new(t)),
                 Err(e) => {
                     tracing::warn!(file = %path.display(), error = %e, "the local tokenizer for the remote LLM did not load; estimating token counts");
                     Counting::Estimate
