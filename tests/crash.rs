@@ -8,62 +8,20 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use common::child::ChildServer;
 
 use serde_json::Value;
 
-struct Server {
-    child: Child,
-    base: String,
-    /// The server's log lines, parsed, as they come.
-    logs: std::sync::mpsc::Receiver<Value>,
-}
-
-fn start(data: &Path) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ragd"))
-        .args(["serve", "--port", "0", "--log-format", "json"])
-        .arg("--data-dir")
-        .arg(data)
-        .arg("--models-dir")
-        .arg(common::models_dir())
-        .env("RUST_LOG", "info")
-        .env("RAGD_TASK_WORKERS", "2")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start ragd");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while Instant::now() < deadline {
-        let Some(Ok(line)) = lines.next() else { break };
-        let Ok(v) = serde_json::from_str::<Value>(&line) else {
-            continue;
-        };
-        if v["fields"]["message"] == "ragd listening" {
-            let addr = v["fields"]["addr"].as_str().expect("addr").to_owned();
-            // Keep draining the log so the server never blocks on a full pipe.
-            let (tx, logs) = std::sync::mpsc::channel();
-            std::thread::spawn(move || {
-                for line in lines.by_ref().map_while(Result::ok) {
-                    if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                        let _ = tx.send(v);
-                    }
-                }
-            });
-            return Server {
-                child,
-                base: format!("http://{addr}"),
-                logs,
-            };
-        }
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("ragd did not start");
+/// The real binary on `data`, with the default LLM and two task workers.
+fn start(data: &Path) -> ChildServer {
+    ChildServer::start(
+        data,
+        &[],
+        &[("RAGD_TASK_WORKERS", "2"), ("RAGD_LLM_MODEL", "")],
+    )
 }
 
 /// A small deterministic generator (no dependency needed for randomness).
@@ -192,8 +150,7 @@ async fn survives_sigkill_at_random_moments() {
         }
         let searches = search_until_gone(&client, &s.base, 8);
         tokio::time::sleep(Duration::from_millis(rng.next(2500))).await;
-        s.child.kill().unwrap(); // SIGKILL
-        s.child.wait().unwrap();
+        s.kill(); // SIGKILL
         bulk.abort();
         for t in searches {
             let statuses = t.await.unwrap();
@@ -287,8 +244,7 @@ async fn survives_sigkill_at_random_moments() {
         .await
         .unwrap();
     assert!(hit["count"].as_u64().unwrap() > 0);
-    s.child.kill().unwrap();
-    s.child.wait().unwrap();
+    s.kill();
 }
 
 /// Names of the stored sources, read from SQLite.
@@ -343,6 +299,8 @@ async fn a_bulk_upload_killed_mid_group_loses_only_unacknowledged_work() {
     let mut partial_rounds = 0;
     for round in 0..2 {
         let s = start(&data);
+        // Only what is logged from here on counts.
+        s.drain_logs();
         // One whole request, answered: acknowledged.
         let files: Vec<(String, Vec<u8>)> = (0..4)
             .map(|i| (format!("done-{round}-{i}.md"), doc(round + 50, i)))
@@ -381,9 +339,9 @@ async fn a_bulk_upload_killed_mid_group_loses_only_unacknowledged_work() {
             }
         }
         std::thread::sleep(Duration::from_millis(rng.next(40)));
-        s.child.kill().unwrap(); // SIGKILL, between or inside group commits
-        s.child.wait().unwrap();
-        // Sources whose storing was logged before the kill were acknowledged too.
+        // SIGKILL, between or inside group commits. Sources whose storing was logged
+        // before the kill were acknowledged too.
+        s.kill();
         while let Ok(v) = s.logs.try_recv() {
             if v["fields"]["message"] == "source ingested" {
                 if let Some(name) = v["span"]["source"].as_str() {
@@ -428,6 +386,5 @@ async fn a_bulk_upload_killed_mid_group_loses_only_unacknowledged_work() {
         .await
         .unwrap();
     assert_eq!(ready["components"][1]["healthy"], true, "{ready}");
-    s.child.kill().unwrap();
-    s.child.wait().unwrap();
+    s.kill();
 }

@@ -98,7 +98,7 @@ async fn an_interrupted_reindex_resumes_from_its_checkpoint_and_completes() {
     let client = reqwest::Client::new();
     let args = ["--embedding-model", wide_arg.as_str()];
     let envs = [("RAGD_REEMBED_ON_CHANGE", "true")];
-    let server = ChildServer::start(data.path(), &args, &envs);
+    let mut server = ChildServer::start(data.path(), &args, &envs);
     let deadline = Instant::now() + Duration::from_secs(300);
     let first = loop {
         assert!(Instant::now() < deadline, "no reindex batch was committed");

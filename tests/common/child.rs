@@ -72,8 +72,8 @@ impl ChildServer {
         format!("{}{}", self.base, path)
     }
 
-    /// SIGKILL: no shutdown, no flush.
-    pub fn kill(mut self) {
+    /// SIGKILL: no shutdown, no flush. The log lines already read stay in `logs`.
+    pub fn kill(&mut self) {
         self.child.kill().expect("kill ragd");
         self.child.wait().expect("reap ragd");
     }
