@@ -164,8 +164,7 @@ impl Remote {
     ) -> Result<Value, MlError> {
         self.admit()?;
         let url = self.endpoint(path);
-        let mut backoff = FIRST_BACKOFF;
-        let mut attempt = 0;
+        let mut tries = Tries::default();
         loop {
             let started = Instant::now();
             let outcome = match self
@@ -196,25 +195,7 @@ impl Remote {
                     tracing::debug!(component = self.inner.component, %url, elapsed_ms = started.elapsed().as_millis() as u64, "remote call");
                     return Ok(v);
                 }
-                Err(Failure::Refused(status, message)) => {
-                    // The server is up; the request is wrong (too long, unknown model...).
-                    self.record_ok();
-                    return Err(refused(self.inner.component, self.base(), status, &message));
-                }
-                Err(Failure::Retry {
-                    message,
-                    retry_after,
-                    overloaded,
-                }) => {
-                    let wait = retry_after.unwrap_or(backoff);
-                    if attempt >= self.inner.retries || wait > MAX_RETRY_AFTER {
-                        return Err(self.fail(&message, overloaded));
-                    }
-                    tracing::warn!(component = self.inner.component, %url, error = %message, retry_in_ms = wait.as_millis() as u64, "remote call failed; retrying");
-                    std::thread::sleep(wait);
-                    backoff *= 4;
-                    attempt += 1;
-                }
+                Err(failure) => std::thread::sleep(tries.next(self, &url, failure)?),
             }
         }
     }
@@ -229,8 +210,7 @@ impl Remote {
     ) -> Result<reqwest::Response, MlError> {
         self.admit()?;
         let url = self.endpoint(path);
-        let mut backoff = FIRST_BACKOFF;
-        let mut attempt = 0;
+        let mut tries = Tries::default();
         loop {
             let mut request = self.inner.client.post(&url).json(body);
             if let Some(key) = &self.inner.api_key {
@@ -253,26 +233,7 @@ impl Remote {
                     }
                 }
             };
-            match failure {
-                Failure::Refused(status, message) => {
-                    self.record_ok();
-                    return Err(refused(self.inner.component, self.base(), status, &message));
-                }
-                Failure::Retry {
-                    message,
-                    retry_after,
-                    overloaded,
-                } => {
-                    let wait = retry_after.unwrap_or(backoff);
-                    if attempt >= self.inner.retries || wait > MAX_RETRY_AFTER {
-                        return Err(self.fail(&message, overloaded));
-                    }
-                    tracing::warn!(component = self.inner.component, %url, error = %message, retry_in_ms = wait.as_millis() as u64, "remote call failed; retrying");
-                    tokio::time::sleep(wait).await;
-                    backoff *= 4;
-                    attempt += 1;
-                }
-            }
+            tokio::time::sleep(tries.next(self, &url, failure)?).await;
         }
     }
 
@@ -357,6 +318,45 @@ impl Remote {
     /// The async client, for streams read by the caller.
     pub fn client(&self) -> &reqwest::Client {
         &self.inner.client
+    }
+}
+
+/// The tries of one request so far: what the next failure leads to.
+#[derive(Default)]
+struct Tries {
+    done: u32,
+}
+
+impl Tries {
+    /// How long to wait before trying again after `failure`, or the error to give up
+    /// with: the server refused the request itself, the tries are spent, or it asks for a
+    /// longer wait than a retry makes.
+    fn next(&mut self, remote: &Remote, url: &str, failure: Failure) -> Result<Duration, MlError> {
+        match failure {
+            Failure::Refused(status, message) => {
+                // The server is up; the request is wrong (too long, unknown model...).
+                remote.record_ok();
+                Err(refused(
+                    remote.inner.component,
+                    remote.base(),
+                    status,
+                    &message,
+                ))
+            }
+            Failure::Retry {
+                message,
+                retry_after,
+                overloaded,
+            } => {
+                let wait = retry_after.unwrap_or(FIRST_BACKOFF * 4u32.pow(self.done));
+                if self.done >= remote.inner.retries || wait > MAX_RETRY_AFTER {
+                    return Err(remote.fail(&message, overloaded));
+                }
+                tracing::warn!(component = remote.inner.component, %url, error = %message, retry_in_ms = wait.as_millis() as u64, "remote call failed; retrying");
+                self.done += 1;
+                Ok(wait)
+            }
+        }
     }
 }
 
