@@ -51,7 +51,6 @@ struct Inner {
     component: &'static str,
     base: reqwest::Url,
     api_key: Option<String>,
-    timeout: Duration,
     retries: u32,
     blocking: reqwest::blocking::Client,
     client: reqwest::Client,
@@ -112,7 +111,6 @@ impl Remote {
                 component: opts.component,
                 base,
                 api_key: opts.api_key.filter(|k| !k.is_empty()),
-                timeout: opts.timeout,
                 retries: opts.retries,
                 blocking,
                 client,
@@ -124,11 +122,6 @@ impl Remote {
     /// The base URL as configured (without a trailing `/v1`).
     pub fn base(&self) -> &str {
         self.inner.base.as_str().trim_end_matches('/')
-    }
-
-    /// The longest a request may take.
-    pub fn timeout(&self) -> Duration {
-        self.inner.timeout
     }
 
     fn endpoint(&self, path: &str) -> String {
@@ -313,11 +306,6 @@ impl Remote {
             healthy: !open && state.last_error.is_none(),
             last_error: state.last_error.clone(),
         }
-    }
-
-    /// The async client, for streams read by the caller.
-    pub fn client(&self) -> &reqwest::Client {
-        &self.inner.client
     }
 }
 

@@ -96,11 +96,6 @@ impl RemoteEmbedder {
         Ok(embedder)
     }
 
-    /// The server's client (URL, breaker, last error).
-    pub fn remote(&self) -> &Remote {
-        &self.remote
-    }
-
     /// One request: the vectors of `texts`, normalised, in order.
     fn request(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, MlError> {
         let vectors = match self.api {

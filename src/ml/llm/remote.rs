@@ -209,16 +209,6 @@ impl RemoteGenerator {
         })
     }
 
-    /// What kind of server this is.
-    pub fn kind(&self) -> ServerKind {
-        self.kind
-    }
-
-    /// The server's client (URL, breaker, last error).
-    pub fn remote(&self) -> &Remote {
-        &self.remote
-    }
-
     fn body(&self, request: &GenerateRequest) -> (String, Value, Reading) {
         let p = &request.params;
         let mut body = Map::new();

@@ -69,11 +69,6 @@ impl RemoteReranker {
         }
     }
 
-    /// The server's client (URL, breaker, last error).
-    pub fn remote(&self) -> &Remote {
-        &self.remote
-    }
-
     fn malformed(&self, what: &str) -> MlError {
         self.remote
             .fail(&format!("malformed answer: {what}"), false)
