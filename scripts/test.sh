@@ -5,7 +5,8 @@
 # 10 s of scripts/load_test.sh, which fails on any 5xx, unanswered request, or lost or
 # resurrected document. The layer rules of scripts/check_layers.sh are checked first.
 # The remote backends' tests get llama-server and the embedder's GGUF from
-# scripts/llama_server.sh, as $RAGD_TEST_LLAMA_SERVER and $RAGD_TEST_MINILM_GGUF.
+# scripts/llama_server.sh, as $RAGD_TEST_LLAMA_SERVER and $RAGD_TEST_MINILM_GGUF; the
+# comparisons with llama.cpp get theirs from scripts/llama_ref.sh.
 # The last line totals every test binary's results.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -20,6 +21,13 @@ if [ -z "${RAGD_TEST_LLAMA_SERVER:-}" ] || [ -z "${RAGD_TEST_MINILM_GGUF:-}" ]; 
   RAGD_TEST_MINILM_GGUF="$(sed -n 's/^MINILM_GGUF=//p' <<<"$remote")"
 fi
 export RAGD_TEST_LLAMA_SERVER RAGD_TEST_MINILM_GGUF
+# The engine's comparisons with llama.cpp (tests/llm_reference.rs) get the reference tool,
+# the real Gemma 3 270M file and a python for scripts/make_arch_gguf.py from
+# scripts/llama_ref.sh (seconds once llama.cpp is built).
+ref="$(scripts/llama_ref.sh)"
+export RAGD_TEST_LLAMA_REF="${RAGD_TEST_LLAMA_REF:-$(sed -n 's/^LLAMA_REF=//p' <<<"$ref")}"
+export RAGD_TEST_GEMMA3="${RAGD_TEST_GEMMA3:-$(sed -n 's/^GEMMA3=//p' <<<"$ref")}"
+export RAGD_TEST_GGUF_PYTHON="${RAGD_TEST_GGUF_PYTHON:-$(sed -n 's/^PYTHON=//p' <<<"$ref")}"
 # A one-off full build gains nothing from incremental caches, which would double the
 # target directory's size on disk (set CARGO_INCREMENTAL=1 to keep them).
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"

@@ -9,6 +9,12 @@ use std::time::{Duration, Instant};
 /// A file `scripts/llama_server.sh` made: `$var`, else `relative` under the user's cache.
 /// Missing is a clear failure, not a skip: the test command makes them.
 fn made_by_script(var: &str, relative: &str) -> PathBuf {
+    made_by(var, relative, "scripts/llama_server.sh")
+}
+
+/// A file `script` made: `$var`, else `relative` under the user's cache. Missing is a
+/// clear failure, not a skip: the test command runs the script.
+pub fn made_by(var: &str, relative: &str, script: &str) -> PathBuf {
     let path = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
         let cache = std::env::var_os("XDG_CACHE_HOME")
             .map(PathBuf::from)
@@ -19,7 +25,7 @@ fn made_by_script(var: &str, relative: &str) -> PathBuf {
     });
     assert!(
         path.exists(),
-        "{} is missing: run scripts/llama_server.sh (scripts/test.sh does) or set {var}",
+        "{} is missing: run {script} (scripts/test.sh does) or set {var}",
         path.display()
     );
     path
