@@ -407,7 +407,8 @@ async fn models_list(config: Config, json: bool) -> anyhow::Result<()> {
         .with_env_filter(tracing_subscriber::EnvFilter::new("warn"))
         .with_writer(std::io::stderr)
         .try_init();
-    let list = tokio::task::spawn_blocking(move || ragd::state::installed_models(&config)).await??;
+    let list =
+        tokio::task::spawn_blocking(move || ragd::state::installed_models(&config)).await??;
     if json {
         println!("{}", serde_json::to_string_pretty(&list)?);
         return Ok(());

@@ -38,8 +38,7 @@ impl Assistant {
         let path: PathBuf = if llm_model.is_empty() {
             self.config.llm_model_path().ok_or_else(|| {
                 AssistantError::BadRequest(
-                    "setting 'llm_model': the configuration names no LLM file to go back to"
-                        .into(),
+                    "setting 'llm_model': the configuration names no LLM file to go back to".into(),
                 )
             })?
         } else {

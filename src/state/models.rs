@@ -10,7 +10,6 @@ use std::time::Duration;
 use anyhow::Context as _;
 
 use crate::config::{Config, RemoteLlmApi};
-use crate::store::Store;
 use crate::ml::embedder::remote::{RemoteEmbedder, RemoteEmbedderOptions};
 use crate::ml::llm::remote::{RemoteGenerator, RemoteLlmOptions, ServerKind};
 use crate::ml::llm::{
@@ -20,6 +19,7 @@ use crate::ml::llm::{
 use crate::ml::reranker::remote::{RemoteReranker, RemoteRerankerOptions};
 use crate::ml::reranker::{CrossEncoder, RerankHandle};
 use crate::ml::{device, BertEmbedder, EmbedHandle, EmbedWorkerOptions, MlError};
+use crate::store::Store;
 
 /// Requests a remote embedder has in flight at once.
 const REMOTE_EMBED_PARALLEL: usize = 4;

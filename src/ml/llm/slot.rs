@@ -41,7 +41,10 @@ impl std::fmt::Debug for LlmSlot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let c = self.read();
         f.debug_struct("LlmSlot")
-            .field("model", &c.generator.as_ref().map(|g| g.info().name.clone()))
+            .field(
+                "model",
+                &c.generator.as_ref().map(|g| g.info().name.clone()),
+            )
             .field("file", &c.file)
             .field("failure", &c.failure)
             .finish()
