@@ -422,7 +422,7 @@ async fn models_list(config: Config, json: bool) -> anyhow::Result<()> {
         "", "FILE", "ARCH", "PARAMS", "QUANT", "CONTEXT", "SIZE", "RUNS"
     );
     for m in &list {
-        println!(
+        let line = format!(
             "{:<2} {:<44} {:<10} {:>8} {:<8} {:>8} {:>9} {:<4} {}",
             if m.active { "*" } else { "" },
             m.llm_model,
@@ -441,6 +441,7 @@ async fn models_list(config: Config, json: bool) -> anyhow::Result<()> {
             if m.summary.runnable { "yes" } else { "no" },
             m.summary.reason.as_deref().unwrap_or(""),
         );
+        println!("{}", line.trim_end());
     }
     println!("* = the active llm_model");
     Ok(())
