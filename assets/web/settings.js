@@ -70,7 +70,7 @@ async function modelsPanel(panel) {
   }
   const rows = list.models.map((m) => h('tr', { class: m.active ? 'active' : '' },
     h('td', {}, m.active ? h('strong', {}, m.llm_model) : m.llm_model, m.active ? h('small', { class: 'muted' }, ' (active)') : null),
-    h('td', {}, m.architecture || '?'), h('td', {}, count(m.parameters)), h('td', {}, m.quantization || '—'),
+    h('td', {}, m.architecture || '?'), h('td', {}, m.parameters ? count(m.parameters) : '—'), h('td', {}, m.quantization || '—'),
     h('td', {}, m.context_length ?? '—'), h('td', {}, bytes(m.size_bytes)),
     h('td', {}, m.runnable ? h('span', { class: 'badge executed' }, 'runs') : h('span', { class: 'badge failed' }, 'cannot run'),
       m.reason ? h('small', { class: 'muted' }, ` ${m.reason}`) : null)));

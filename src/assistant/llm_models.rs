@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::{Assistant, AssistantError};
 use crate::ml::llm::inspect;
-use crate::ml::MlError;
+use crate::ml::llm::slot::load_reason;
 
 type Result<T, E = AssistantError> = std::result::Result<T, E>;
 
@@ -50,10 +50,7 @@ impl Assistant {
             )));
         }
         let info = self.models.llm.switch(path).await.map_err(|e| {
-            let why = match e {
-                MlError::Load(m) | MlError::InvalidInput(m) => m,
-                other => other.to_string(),
-            };
+            let why = load_reason(&e);
             AssistantError::BadRequest(format!(
                 "setting 'llm_model': the model was not switched: {why}"
             ))

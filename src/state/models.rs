@@ -112,10 +112,7 @@ pub(super) fn load_llm(cfg: &Config) -> anyhow::Result<LlmSlot> {
             loader,
         )),
         Err(e) => {
-            let why = match e {
-                MlError::Load(m) => m,
-                other => other.to_string(),
-            };
+            let why = crate::ml::llm::slot::load_reason(&e);
             tracing::error!(
                 file = %path.display(),
                 reason = %why,

@@ -76,7 +76,10 @@ pub fn inspect(path: &Path) -> Result<GgufSummary, MlError> {
     let content = match Content::read(&mut reader) {
         Ok(c) => c,
         Err(e) => {
-            summary.reason = Some(format!("not a readable GGUF: {e}"));
+            // candle's message may carry a backtrace after its first line.
+            let e = e.to_string();
+            let first = e.lines().next().unwrap_or_default();
+            summary.reason = Some(format!("not a readable GGUF: {first}"));
             return Ok(summary);
         }
     };
@@ -92,10 +95,9 @@ pub fn inspect(path: &Path) -> Result<GgufSummary, MlError> {
         .map(|t| t.shape.elem_count() as u64)
         .sum();
     summary.quantization = quantization(&content);
-    summary.reason = runnable(path, &content).err().map(|e| match e {
-        MlError::Load(m) => m,
-        other => other.to_string(),
-    });
+    summary.reason = runnable(path, &content)
+        .err()
+        .map(|e| super::slot::load_reason(&e));
     summary.runnable = summary.reason.is_none();
     Ok(summary)
 }
@@ -115,19 +117,21 @@ pub struct InstalledModel {
 /// Every GGUF under `models_dir`, inspected, with `active` marking the file in use. A
 /// file that cannot even be opened is logged and left out.
 pub fn installed(models_dir: &Path, active: Option<&Path>) -> Vec<InstalledModel> {
-    let active = active.map(|a| std::fs::canonicalize(a).unwrap_or_else(|_| a.to_path_buf()));
+    // Absolute but not resolved: two links to one file are two choices.
+    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let active = active.map(absolute);
     find_ggufs(models_dir)
         .into_iter()
         .filter_map(|p| match inspect(&p) {
             Ok(summary) => {
-                let here = std::fs::canonicalize(&p).unwrap_or_else(|_| p.clone());
+                let here = absolute(&p);
                 Some(InstalledModel {
                     llm_model: p
                         .strip_prefix(models_dir)
                         .unwrap_or(&p)
                         .display()
                         .to_string(),
-                    active: active.as_ref().is_some_and(|a| *a == here || *a == p),
+                    active: active.as_ref().is_some_and(|a| *a == here),
                     summary,
                 })
             }

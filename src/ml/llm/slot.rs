@@ -12,6 +12,20 @@ use std::sync::{Arc, RwLock};
 
 use super::{MlError, ModelInfo, SharedGenerator};
 
+/// Why a load failed, as one line safe to show: candle's errors may carry a backtrace
+/// after their first line (when `RUST_BACKTRACE` is set), which belongs in no answer.
+pub fn load_reason(e: &MlError) -> String {
+    let text = match e {
+        MlError::Load(m) | MlError::InvalidInput(m) => m.clone(),
+        other => other.to_string(),
+    };
+    text.lines()
+        .next()
+        .unwrap_or_default()
+        .trim_end()
+        .to_owned()
+}
+
 /// Loads a GGUF file into a running generator (blocking: it reads the weights).
 pub type LlmLoader = Arc<dyn Fn(&Path) -> Result<SharedGenerator, MlError> + Send + Sync>;
 
