@@ -109,6 +109,19 @@ async fn an_unsupported_architecture_leaves_the_server_up_and_extractive() {
         "{answer}"
     );
 
+    // The assistant's chat answers extractively too.
+    let r = server
+        .call(
+            Method::POST,
+            "assistant.api.chat_with_tools",
+            &json!({"user_message": "How fast does pump P-104 circulate coolant?"}),
+            &Auth::Token(admin.clone()),
+        )
+        .await;
+    let d = r.data();
+    assert_eq!(d["answer_mode"], "extractive", "{d}");
+    assert!(d.to_string().contains("12 cubic metres"), "{d}");
+
     // The client-safe configuration says answers are extractive.
     let r = server
         .call(
