@@ -5,6 +5,7 @@ pub mod actions;
 pub mod chat;
 pub mod conversations;
 pub mod error;
+pub mod llm_models;
 pub mod onboarding;
 pub mod ratelimit;
 pub mod settings;
@@ -82,7 +83,8 @@ impl Assistant {
             config.rate_limit_chat,
             config.rate_limit_tools,
         );
-        let settings = settings::Settings::new(store.clone(), config.clone(), clock.clone());
+        let settings = settings::Settings::new(store.clone(), config.clone(), clock.clone())
+            .with_llm(models.llm.clone());
         let onboarding = onboarding::Onboarding::new(
             store.clone(),
             settings.clone(),

@@ -23,7 +23,7 @@ mod writer;
 
 use std::sync::Arc;
 
-use crate::ml::llm::SharedGenerator;
+use crate::ml::llm::{LlmSlot, SharedGenerator};
 use crate::ml::reranker::RerankHandle;
 use crate::ml::{EmbedHandle, Models};
 use crate::parse::archive::ZipLimits;
@@ -55,8 +55,8 @@ pub struct KnowledgeBase {
     timings: Arc<timings::StageTimes>,
     /// The cross-encoder, when one is installed.
     reranker: Option<RerankHandle>,
-    /// The LLM, when one is installed; answers are extractive without it.
-    llm: Option<SharedGenerator>,
+    /// The LLM's slot; answers are extractive while it is empty.
+    llm: LlmSlot,
     /// Answer length and temperature when a request does not say.
     llm_defaults: LlmDefaults,
     /// Admits searches' index look-ups.
@@ -132,9 +132,15 @@ impl KnowledgeBase {
         })
     }
 
-    /// The LLM, when one is loaded.
-    pub fn llm(&self) -> Option<&SharedGenerator> {
-        self.llm.as_ref()
+    /// The current LLM, when one is loaded (each request keeps the one it got, so a
+    /// switch never changes the model under a running generation).
+    pub fn llm(&self) -> Option<SharedGenerator> {
+        self.llm.current()
+    }
+
+    /// The LLM's slot (switching, the reason a model is not loaded).
+    pub fn llm_slot(&self) -> &LlmSlot {
+        &self.llm
     }
 
     /// Answer length and temperature defaults.

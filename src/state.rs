@@ -21,6 +21,8 @@ use crate::time::Clock;
 
 mod models;
 
+pub use models::installed_models;
+
 /// How often a changed vector index is written to disk.
 const FLUSH_EVERY: Duration = Duration::from_secs(2);
 
@@ -107,8 +109,8 @@ impl AppState {
                 let (embedder, _dim) = models::load_embedder(&cfg)?;
                 let reranker = models::load_reranker(&cfg)?;
                 let llm = match llm {
-                    Some(g) => Some(g),
-                    None => models::load_llm(&cfg)?,
+                    Some(g) => crate::ml::llm::LlmSlot::fixed(Some(g)),
+                    None => models::load_llm(&models::with_chosen_llm(&cfg, &store))?,
                 };
                 Ok((
                     store,

@@ -187,7 +187,7 @@ impl Assistant {
             .append(&user.id, &conversation_id, user_msg)
             .await?;
 
-        let mut reply = match self.models.llm.clone() {
+        let mut reply = match self.models.llm.current() {
             None => self.extractive_turn(&message, sink).await?,
             Some(llm) => {
                 self.generative_turn(user, &req, &message, history, llm, sink)

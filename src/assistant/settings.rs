@@ -12,6 +12,7 @@ use serde_json::{json, Map, Value};
 use super::ratelimit::WINDOW_SECS;
 use super::AssistantError;
 use crate::config::Config;
+use crate::ml::llm::LlmSlot;
 use crate::store::{settings as repo, Store};
 
 type Result<T, E = AssistantError> = std::result::Result<T, E>;
@@ -47,6 +48,10 @@ pub struct AssistantSettings {
     pub auto_execute_tools: bool,
     /// Whether an onboarding configuration has been executed.
     pub onboarding_completed: bool,
+    /// The LLM file chosen by an administrator, relative to `models_dir` (as `ragd models
+    /// list` shows it); empty: the configuration's `llm_model` decides. Changing it
+    /// switches the running model first and is saved only when the new one loaded.
+    pub llm_model: String,
 }
 
 impl Default for AssistantSettings {
@@ -62,6 +67,7 @@ impl Default for AssistantSettings {
             system_prompt: String::new(),
             auto_execute_tools: true,
             onboarding_completed: false,
+            llm_model: String::new(),
         }
     }
 }
@@ -78,6 +84,7 @@ pub const KEYS: &[&str] = &[
     "system_prompt",
     "auto_execute_tools",
     "onboarding_completed",
+    "llm_model",
 ];
 
 /// The settings service; cheap to clone.
@@ -86,6 +93,9 @@ pub struct Settings {
     store: Store,
     config: Arc<Config>,
     clock: crate::time::Clock,
+    /// The running LLM, when the server has one slot to report (else the configuration
+    /// is reported).
+    llm: Option<LlmSlot>,
 }
 
 impl Settings {
@@ -95,6 +105,32 @@ impl Settings {
             store,
             config,
             clock,
+            llm: None,
+        }
+    }
+
+    /// Reports the running LLM from `slot` (the model in use after a switch, or why none
+    /// could be loaded) instead of the configured file.
+    pub fn with_llm(mut self, slot: LlmSlot) -> Self {
+        self.llm = Some(slot);
+        self
+    }
+
+    /// The file of the running LLM (else the configured one) and why none runs.
+    fn llm_state(&self) -> (Option<String>, bool, Option<String>) {
+        match &self.llm {
+            Some(slot) => (
+                slot.file()
+                    .or_else(|| self.config.llm_model_path())
+                    .map(|p| p.display().to_string()),
+                slot.is_some(),
+                slot.failure(),
+            ),
+            None => {
+                let path = self.config.llm_model_path();
+                let present = path.as_ref().is_some_and(|p| p.is_file());
+                (path.map(|p| p.display().to_string()), present, None)
+            }
         }
     }
 
@@ -151,6 +187,7 @@ impl Settings {
     pub async fn admin_view(&self) -> Result<Value> {
         let s = self.get().await?;
         let c = &self.config;
+        let (llm_file, llm_loaded, llm_failure) = self.llm_state();
         Ok(json!({
             "settings": s,
             "server": {
@@ -158,7 +195,9 @@ impl Settings {
                 "collection_name": c.collection_name,
                 "embedding_model": c.embedding_model,
                 "reranker_model": c.reranker_model,
-                "llm_model": c.llm_model_path().map(|p| p.display().to_string()),
+                "llm_model": llm_file,
+                "llm_loaded": llm_loaded,
+                "llm_failure": llm_failure,
                 "llm_max_tokens": c.llm_max_tokens,
                 "llm_temperature": c.llm_temperature,
                 "jwt_secret": c.jwt_secret.as_deref().map(mask),
@@ -176,7 +215,7 @@ impl Settings {
     /// `get_config`: only values a client may see, guests included.
     pub async fn client_config(&self) -> Result<Value> {
         let s = self.get().await?;
-        let llm = self.config.llm_model_path().is_some_and(|p| p.is_file());
+        let (_, llm, _) = self.llm_state();
         Ok(json!({
             "company_name": s.company_name,
             "primary_language": s.primary_language,
@@ -284,6 +323,7 @@ pub fn validate(key: &str, v: Value) -> Result<Value> {
             )),
             _ => Err(bad(key, "must be a boolean")),
         },
+        "llm_model" => llm_model(v),
         "auto_execute_tools" | "onboarding_completed" => match v {
             Value::Bool(b) => Ok(Value::Bool(b)),
             _ => Err(bad(key, "must be a boolean")),
@@ -293,6 +333,36 @@ pub fn validate(key: &str, v: Value) -> Result<Value> {
             KEYS.join(", ")
         ))),
     }
+}
+
+/// An installed GGUF's path relative to `models_dir`: no absolute path, no `..`, a
+/// `.gguf` name (or empty, for the configuration's choice).
+fn llm_model(v: Value) -> Result<Value> {
+    let key = "llm_model";
+    let name = match v {
+        Value::String(s) => s.trim().to_owned(),
+        _ => return Err(bad(key, "must be a string")),
+    };
+    if name.is_empty() {
+        return Ok(Value::String(name));
+    }
+    let p = std::path::Path::new(&name);
+    let inside = p
+        .components()
+        .all(|c| matches!(c, std::path::Component::Normal(_)));
+    if !inside || name.chars().count() > 300 {
+        return Err(bad(
+            key,
+            "must be a file name under the models folder, as `ragd models list` shows it",
+        ));
+    }
+    if !p
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
+    {
+        return Err(bad(key, "must name a .gguf file"));
+    }
+    Ok(Value::String(name))
 }
 
 #[cfg(test)]
@@ -311,6 +381,14 @@ mod tests {
         assert!(validate("knowledge_sources", json!(["ftp://x"])).is_err());
         assert!(validate("require_confirmation_for_high_risk", json!(false)).is_err());
         assert!(validate("nope", json!(1)).is_err());
+        assert_eq!(
+            validate("llm_model", json!(" llm/a.gguf ")).unwrap(),
+            json!("llm/a.gguf")
+        );
+        assert_eq!(validate("llm_model", json!("")).unwrap(), json!(""));
+        for bad in ["../a.gguf", "/etc/a.gguf", "a.bin", "llm/../../a.gguf"] {
+            assert!(validate("llm_model", json!(bad)).is_err(), "{bad}");
+        }
         assert_eq!(mask("abcdefghijkl"), "abcd********");
         assert_eq!(mask("short"), "********");
     }

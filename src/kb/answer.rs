@@ -161,7 +161,7 @@ impl KnowledgeBase {
     /// the question are not given to the model at all: the answer then says that the
     /// sources do not hold it.
     pub async fn generate_answer(&self, a: GenerateAnswer<'_>) -> Result<Option<GeneratedAnswer>> {
-        let Some(llm) = self.llm.clone() else {
+        let Some(llm) = self.llm.current() else {
             return Ok(None);
         };
         let started = std::time::Instant::now();
@@ -421,7 +421,7 @@ impl KnowledgeBase {
     /// The LLM's summary of a document's Markdown (cut to what the window holds);
     /// `Ok(None)` when no LLM is loaded.
     pub async fn summarize_markdown(&self, markdown: &str) -> Result<Option<String>> {
-        let Some(llm) = self.llm.clone() else {
+        let Some(llm) = self.llm.current() else {
             return Ok(None);
         };
         let max_tokens = self.llm_defaults.max_tokens;

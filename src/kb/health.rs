@@ -56,15 +56,24 @@ impl KnowledgeBase {
     /// The LLM: one greedy token of a probe prompt when one is loaded and idle (a busy one
     /// is evidently working).
     pub async fn check_llm(&self) -> Component {
-        let (healthy, detail) = match &self.llm {
+        let slot = &self.llm;
+        let active = slot
+            .file()
+            .and_then(|f| f.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .map(|f| format!(" [file {f}]"))
+            .unwrap_or_default();
+        let (healthy, detail) = match &slot.current() {
             None => (
                 false,
-                "no LLM model file is installed; answers are extractive".to_owned(),
+                match slot.failure() {
+                    Some(why) => format!("the LLM cannot run: {why}; answers are extractive"),
+                    None => "no LLM model file is installed; answers are extractive".to_owned(),
+                },
             ),
             Some(llm) if llm.in_flight() > 0 => (
                 true,
                 format!(
-                    "{} is generating ({} requests)",
+                    "{}{active} is generating ({} requests)",
                     llm.info().name,
                     llm.in_flight()
                 ),
@@ -78,7 +87,7 @@ impl KnowledgeBase {
                     Ok(Ok(_)) => (
                         true,
                         format!(
-                            "{} ({}, {} tokens of context) generated a probe token",
+                            "{}{active} ({}, {} tokens of context) generated a probe token",
                             llm.info().name,
                             llm.info().family,
                             llm.info().context_length

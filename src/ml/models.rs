@@ -2,7 +2,7 @@
 //! the knowledge base and the assistant alike: the embedder, the cross-encoder and the
 //! LLM, each already on its own worker thread.
 
-use super::llm::SharedGenerator;
+use super::llm::LlmSlot;
 use super::reranker::RerankHandle;
 use super::EmbedHandle;
 
@@ -13,6 +13,7 @@ pub struct Models {
     pub embedder: EmbedHandle,
     /// The cross-encoder, when one is installed.
     pub reranker: Option<RerankHandle>,
-    /// The LLM, when one is installed or supplied; answers are extractive without it.
-    pub llm: Option<SharedGenerator>,
+    /// The LLM's slot: the current model, when one is installed or supplied (answers are
+    /// extractive without it), switchable at run time.
+    pub llm: LlmSlot,
 }

@@ -3,6 +3,7 @@
 //! `rerank_url`). Each choice is one place here; the services above see only the
 //! handles.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,11 +13,13 @@ use crate::config::{Config, RemoteLlmApi};
 use crate::ml::embedder::remote::{RemoteEmbedder, RemoteEmbedderOptions};
 use crate::ml::llm::remote::{RemoteGenerator, RemoteLlmOptions, ServerKind};
 use crate::ml::llm::{
-    Backend, CpuOptions, LlmEngine, LlmHandle, LlmWorkerOptions, SharedGenerator,
+    Backend, CpuOptions, LlmEngine, LlmHandle, LlmLoader, LlmSlot, LlmWorkerOptions,
+    SharedGenerator,
 };
 use crate::ml::reranker::remote::{RemoteReranker, RemoteRerankerOptions};
 use crate::ml::reranker::{CrossEncoder, RerankHandle};
-use crate::ml::{device, BertEmbedder, EmbedHandle, EmbedWorkerOptions};
+use crate::ml::{device, BertEmbedder, EmbedHandle, EmbedWorkerOptions, MlError};
+use crate::store::Store;
 
 /// Requests a remote embedder has in flight at once.
 const REMOTE_EMBED_PARALLEL: usize = 4;
@@ -69,9 +72,10 @@ pub(super) fn load_embedder(cfg: &Config) -> anyhow::Result<(EmbedHandle, usize)
     Ok((EmbedHandle::spawn(model, options)?, dim))
 }
 
-/// The LLM: a server at `llm_url`, else a GGUF file configured or found under
-/// `models/`; a file that is there but cannot be loaded is a start-up error.
-pub(super) fn load_llm(cfg: &Config) -> anyhow::Result<Option<SharedGenerator>> {
+/// The LLM's slot: a server at `llm_url` (fixed), else a GGUF file configured or found
+/// under `models/`, switchable at run time. A file that is there but cannot be run leaves
+/// the slot empty with the reason: the server starts and answers extractively.
+pub(super) fn load_llm(cfg: &Config) -> anyhow::Result<LlmSlot> {
     if cfg.llm_is_remote() {
         let generator = RemoteGenerator::connect(RemoteLlmOptions {
             url: cfg.llm_url.clone(),
@@ -92,45 +96,72 @@ pub(super) fn load_llm(cfg: &Config) -> anyhow::Result<Option<SharedGenerator>> 
                 .filter(|p| p.is_file()),
         })
         .with_context(|| format!("setting up the LLM server {}", cfg.llm_url))?;
-        return Ok(Some(Arc::new(generator)));
+        let generator: SharedGenerator = Arc::new(generator);
+        return Ok(LlmSlot::fixed(Some(generator)));
     }
+    let loader = local_loader(cfg);
     let Some(path) = cfg.llm_model_path() else {
         tracing::info!(models = %cfg.models_dir.display(), "no LLM file; answers are extractive");
-        return Ok(None);
+        return Ok(LlmSlot::switchable(None, None, None, loader));
     };
-    let started = std::time::Instant::now();
-    let backend = Backend::for_device(
-        device::best_device(),
-        CpuOptions {
-            threads: cfg.llm_threads,
-            tier: None,
-            kv: cfg.llm_kv_cache,
-        },
-        cfg.llm_prompt_cache_mb << 20,
-    );
-    let engine = LlmEngine::load(&path, backend).with_context(|| {
-        format!(
-            "loading the LLM from {} (set RAGD_LLM_MODEL or remove the file)",
-            path.display()
+    match loader(&path) {
+        Ok(generator) => Ok(LlmSlot::switchable(
+            Some(generator),
+            Some(path),
+            None,
+            loader,
+        )),
+        Err(e) => {
+            let why = crate::ml::llm::slot::load_reason(&e);
+            tracing::error!(
+                file = %path.display(),
+                reason = %why,
+                "the LLM file cannot be run; the server starts without an LLM and answers \
+                 extractively (`ragd models list` shows what can run; set RAGD_LLM_MODEL \
+                 or switch with the llm_model setting)"
+            );
+            Ok(LlmSlot::switchable(None, None, Some(why), loader))
+        }
+    }
+}
+
+/// Loads a GGUF with ragd's local engine (CPU kernels, candle on a GPU) onto its own
+/// worker thread; blocking.
+fn local_loader(cfg: &Config) -> LlmLoader {
+    let threads = cfg.llm_threads;
+    let kv = cfg.llm_kv_cache;
+    let prompt_cache_bytes = cfg.llm_prompt_cache_mb << 20;
+    Arc::new(move |path: &Path| -> Result<SharedGenerator, MlError> {
+        let started = std::time::Instant::now();
+        let backend = Backend::for_device(
+            device::best_device(),
+            CpuOptions {
+                threads,
+                tier: None,
+                kv,
+            },
+            prompt_cache_bytes,
+        );
+        let engine = LlmEngine::load(path, backend)?;
+        let info = engine.info().clone();
+        let handle = LlmHandle::spawn(
+            engine,
+            LlmWorkerOptions {
+                threads,
+                ..LlmWorkerOptions::default()
+            },
         )
-    })?;
-    let info = engine.info().clone();
-    let handle = LlmHandle::spawn(
-        engine,
-        LlmWorkerOptions {
-            threads: cfg.llm_threads,
-            ..LlmWorkerOptions::default()
-        },
-    )?;
-    tracing::info!(
-        model = %info.name,
-        family = %info.family,
-        context = info.context_length,
-        file = %path.display(),
-        elapsed_ms = started.elapsed().as_millis() as u64,
-        "LLM loaded"
-    );
-    Ok(Some(Arc::new(handle)))
+        .map_err(|e| MlError::Load(format!("cannot start the LLM thread: {e}")))?;
+        tracing::info!(
+            model = %info.name,
+            family = %info.family,
+            context = info.context_length,
+            file = %path.display(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "LLM loaded"
+        );
+        Ok(Arc::new(handle))
+    })
 }
 
 /// The reranker: a server at `rerank_url`, else the cross-encoder when its folder holds
@@ -162,4 +193,53 @@ pub(super) fn load_reranker(cfg: &Config) -> anyhow::Result<Option<RerankHandle>
         .unwrap_or_default();
     tracing::info!(model = %name, arithmetic = model.arithmetic(), "reranker loaded");
     Ok(Some(RerankHandle::spawn(model, name, 64)?))
+}
+
+/// `cfg` with the LLM an administrator chose at run time (the `llm_model` setting, kept
+/// in SQLite) in place of the configured one, when that file is still installed; a
+/// chosen file that is gone is logged and the configuration decides.
+pub(super) fn with_chosen_llm(cfg: &Config, store: &Store) -> Config {
+    let chosen = store
+        .read_sync(crate::store::settings::get)
+        .ok()
+        .flatten()
+        .and_then(|json| serde_json::from_str::<serde_json::Value>(&json).ok())
+        .and_then(|v| v.get("llm_model")?.as_str().map(str::to_owned))
+        .filter(|s| !s.is_empty());
+    let Some(chosen) = chosen else {
+        return cfg.clone();
+    };
+    let path = cfg.models_dir.join(&chosen);
+    if cfg.llm_is_remote() || !path.is_file() {
+        tracing::warn!(llm_model = %chosen, "the LLM chosen in the settings is not installed (or the LLM is remote); using the configured one");
+        return cfg.clone();
+    }
+    tracing::info!(llm_model = %chosen, "using the LLM chosen in the settings");
+    let mut cfg = cfg.clone();
+    cfg.llm_model = path.display().to_string();
+    cfg
+}
+
+/// `ragd models list`: every GGUF under `models_dir`, the one the server would run marked
+/// active (the `llm_model` chosen at run time when the data directory remembers one,
+/// else the configuration's).
+pub fn installed_models(
+    cfg: &Config,
+) -> anyhow::Result<Vec<crate::ml::llm::inspect::InstalledModel>> {
+    let db = cfg.data_dir.join("ragd.sqlite");
+    let cfg = if db.is_file() {
+        let store = Store::open(&db).context("opening the database")?;
+        with_chosen_llm(cfg, &store)
+    } else {
+        cfg.clone()
+    };
+    let active = if cfg.llm_is_remote() {
+        None
+    } else {
+        cfg.llm_model_path()
+    };
+    Ok(crate::ml::llm::inspect::installed(
+        &cfg.models_dir,
+        active.as_deref(),
+    ))
 }

@@ -1,5 +1,6 @@
-//! `get_settings` (admin only; secrets masked) and `get_config` (guests allowed;
-//! client-safe values only). Both answer GET and POST, as Frappe methods do.
+//! `get_settings` (admin only; secrets masked), `get_config` (guests allowed;
+//! client-safe values only) and `list_models` (admin only: the installed LLM files). All
+//! answer GET and POST, as Frappe methods do.
 
 use axum::extract::State;
 use axum::response::Response;
@@ -22,6 +23,20 @@ pub fn routes() -> Router<AppState> {
             "/assistant.api.get_config",
             get(get_config).post(get_config),
         )
+        .route(
+            "/assistant.api.list_models",
+            get(list_models).post(list_models),
+        )
+}
+
+/// The installed GGUF files and the running one (admin only).
+async fn list_models(
+    user: CurrentUser,
+    State(state): State<AppState>,
+) -> Result<Response, AssistantError> {
+    user.require_admin()?;
+    let view = state.assistant.list_models().await?;
+    Ok(ok(view, TokensUsed::default()))
 }
 
 async fn get_settings(

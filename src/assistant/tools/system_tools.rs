@@ -116,11 +116,23 @@ impl Assistant {
     }
 
     pub(super) async fn tool_update_setting(&self, p: UpdateSetting) -> Result<Value> {
+        // The model is switched before the choice is saved: a file that cannot be loaded
+        // keeps the running model and is not remembered.
+        let model = if p.key == "llm_model" {
+            let name = crate::assistant::settings::validate(&p.key, p.value.clone())?;
+            Some(self.switch_llm(name.as_str().unwrap_or_default()).await?)
+        } else {
+            None
+        };
         let settings = self.settings.update(&p.key, p.value).await?;
         let value = to_value(&settings)?
             .get(&p.key)
             .cloned()
             .unwrap_or(Value::Null);
-        Ok(json!({ "key": p.key, "value": value, "updated": true }))
+        let mut out = json!({ "key": p.key, "value": value, "updated": true });
+        if let (Some(m), Value::Object(o)) = (model, &mut out) {
+            o.insert("model".into(), m);
+        }
+        Ok(out)
     }
 }

@@ -35,7 +35,7 @@ impl Arch {
         }
     }
 
-    fn parse(s: &str) -> Option<Self> {
+    pub(crate) fn parse(s: &str) -> Option<Self> {
         match s {
             "llama" => Some(Arch::Llama),
             "qwen2" => Some(Arch::Qwen2),

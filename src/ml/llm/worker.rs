@@ -158,7 +158,13 @@ fn worker_loop(
         }
         in_flight.fetch_sub(1, Ordering::SeqCst);
     }
-    tracing::info!("LLM worker stopped");
+    // Every handle is gone (the model was switched or the server stops): free the
+    // weights and the prompt cache now, and give the pages back.
+    let name = engine.info().name.clone();
+    drop(engine);
+    drop(pool);
+    release_free_memory();
+    tracing::info!(model = %name, "LLM worker stopped; the model is freed");
 }
 
 fn run_job(engine: &mut LlmEngine, job: Job) {
