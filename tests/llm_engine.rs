@@ -16,7 +16,17 @@ use ragd::ml::llm::{Arch, Backend, CpuOptions, KvType, LlmEngine};
 use ragd::ml::quant::{Tier, WeightType};
 use ragd::ml::MlError;
 
-const ARCHS: [Arch; 3] = [Arch::Llama, Arch::Qwen2, Arch::Phi3];
+/// The families candle implements as llama.cpp does (see `tests/llm_families.rs` for the
+/// others against an f32 reference).
+const ARCHS: [Arch; 4] = [Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Phi3];
+/// Every family ragd's engine runs (kernel tiers, prompts in pieces).
+const ENGINE_ARCHS: [Arch; 5] = [
+    Arch::Llama,
+    Arch::Qwen2,
+    Arch::Qwen3,
+    Arch::Phi3,
+    Arch::Gemma3,
+];
 
 fn typed(dir: &Path, arch: Arch, ty: WeightType) -> PathBuf {
     let path = dir.join(format!("tiny-{}-{}.gguf", arch.as_str(), ty.name()));
@@ -177,7 +187,7 @@ fn quantized_types_match_candle() {
 #[test]
 fn every_kernel_tier_gives_the_scalar_reference_logits() {
     let dir = tempfile::tempdir().unwrap();
-    for arch in ARCHS {
+    for arch in ENGINE_ARCHS {
         for ty in [
             WeightType::Q8_0,
             WeightType::Q4_1,
@@ -210,7 +220,7 @@ fn every_kernel_tier_gives_the_scalar_reference_logits() {
 #[test]
 fn a_prompt_run_in_pieces_gives_the_logits_of_one_pass() {
     let dir = tempfile::tempdir().unwrap();
-    for arch in ARCHS {
+    for arch in ENGINE_ARCHS {
         let path = typed(dir.path(), arch, WeightType::Q4K);
         let mut e = cpu(&path, 2, None);
         let ids = prompt(70, e.tokenizer().vocab_size());

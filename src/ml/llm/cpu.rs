@@ -1,5 +1,5 @@
-//! ragd's own CPU inference engine for GGUF models of the Llama, Qwen2 and Phi-3
-//! families: weights repacked once at load ([`crate::ml::quant`]), activations quantized
+//! ragd's own CPU inference engine for GGUF models of the Llama (Mistral, Nemo), Qwen2,
+//! Qwen3, Phi-3 (LongRoPE, Phi-4) and Gemma 3 families: weights repacked once at load ([`crate::ml::quant`]), activations quantized
 //! once per matrix input, integer dot products on the best instruction set the CPU has,
 //! grouped-query attention over an f16 key/value cache, and a persistent thread pool.
 //!
@@ -14,6 +14,7 @@
 pub mod attention;
 pub mod config;
 pub mod kv;
+pub mod layer;
 pub mod ops;
 pub mod weights;
 
@@ -21,10 +22,10 @@ use std::io::{Read, Seek};
 
 use candle_core::quantized::gguf_file::Content;
 
-use self::attention::{Scratch, Shape};
+use self::attention::Scratch;
 use self::config::Config;
 pub use self::kv::{KvCache, KvType};
-use self::ops::Rope;
+use self::ops::{Rope, RopeScaling};
 use self::weights::{Reader, Weights};
 use super::model::Arch;
 use crate::ml::pool::Pool;
@@ -67,7 +68,9 @@ struct Buffers {
     tmp: Vec<f32>,
     gu: Vec<f32>,
     h: Vec<f32>,
-    cs: Vec<Vec<f32>>,
+    /// Per rotation set (global, then windowed layers' when they differ), per token:
+    /// the angles' cos and sin.
+    cs: Vec<Vec<Vec<f32>>>,
     acts: [Acts; 2],
     attn: Vec<Scratch>,
     states: Vec<attention::State>,
@@ -80,7 +83,8 @@ pub const UBATCH: usize = 512;
 pub struct CpuModel {
     cfg: Config,
     w: Weights,
-    rope: Rope,
+    /// The rotations of global layers, then of windowed ones when they differ (Gemma 3).
+    ropes: Vec<Rope>,
     pool: Pool,
     tier: Tier,
     kv: KvType,
@@ -97,10 +101,12 @@ impl CpuModel {
         opts: CpuOptions,
     ) -> Result<Self, MlError> {
         let cfg = Config::from_metadata(arch, &content.metadata)?;
-        if cfg.head_dim % 16 != 0 {
+        if cfg.head_dim % 16 != 0 || cfg.head_dim > layer::MAX_HEAD_DIM {
             return Err(MlError::Load(format!(
-                "heads of {} dimensions are not supported (a multiple of 16 is)",
-                cfg.head_dim
+                "{}: heads of {} dimensions are not supported (a multiple of 16 up to {} is)",
+                arch.as_str(),
+                cfg.head_dim,
+                layer::MAX_HEAD_DIM
             )));
         }
         let vocab = content
@@ -122,7 +128,7 @@ impl CpuModel {
         let threads = opts.threads.unwrap_or_else(num_cpus::get).max(1);
         let pool = Pool::new(threads, "ragd-llm")
             .map_err(|e| MlError::Load(format!("cannot start LLM threads: {e}")))?;
-        let rope = Rope::new(&cfg, w.rope_freqs.as_deref());
+        let ropes = ropes(&cfg, &w);
         let buf = Buffers {
             x: Vec::new(),
             xn: Vec::new(),
@@ -131,7 +137,7 @@ impl CpuModel {
             tmp: Vec::new(),
             gu: Vec::new(),
             h: Vec::new(),
-            cs: Vec::new(),
+            cs: vec![Vec::new(); ropes.len()],
             acts: [Acts::new(), Acts::new()],
             attn: (0..threads).map(|_| Scratch::new(cfg.head_dim)).collect(),
             states: Vec::new(),
@@ -153,7 +159,7 @@ impl CpuModel {
         Ok(Self {
             cfg,
             w,
-            rope,
+            ropes,
             pool,
             tier,
             kv: opts.kv,
@@ -243,14 +249,16 @@ impl CpuModel {
         self.size_buffers(n);
         let h = self.cfg.hidden;
         for (t, &tok) in tokens.iter().enumerate() {
-            self.w
-                .embed
-                .dequantize_row(tok as usize, &mut self.buf.x[t * h..(t + 1) * h]);
+            let x = &mut self.buf.x[t * h..(t + 1) * h];
+            self.w.embed.dequantize_row(tok as usize, x);
+            if let Some(s) = self.cfg.family.embed_scale {
+                x.iter_mut().for_each(|v| *v *= s);
+            }
         }
-        for t in 0..n {
-            let mut cs = std::mem::take(&mut self.buf.cs[t]);
-            self.rope.angles(pos + t, &mut cs);
-            self.buf.cs[t] = cs;
+        for (rope, cs) in self.ropes.iter().zip(self.buf.cs.iter_mut()) {
+            for (t, c) in cs.iter_mut().take(n).enumerate() {
+                rope.angles(pos + t, c);
+            }
         }
         for l in 0..self.cfg.layers {
             self.layer(l, cache, pos, n);
@@ -272,109 +280,11 @@ impl CpuModel {
         b.tmp.resize(n * c.hidden, 0.0);
         b.gu.resize(n * 2 * c.ffn, 0.0);
         b.h.resize(n * c.ffn, 0.0);
-        if b.cs.len() < n {
-            b.cs.resize(n, Vec::new());
+        for cs in &mut b.cs {
+            if cs.len() < n {
+                cs.resize(n, Vec::new());
+            }
         }
-    }
-
-    fn layer(&mut self, l: usize, cache: &mut KvCache, pos: usize, n: usize) {
-        let (h, f) = (self.cfg.hidden, self.cfg.ffn);
-        let eps = self.cfg.eps;
-        let tier = self.tier;
-        let layer = &self.w.layers[l];
-        let b = &mut self.buf;
-        let (x, xn, tmp) = (
-            Out(b.x.as_mut_ptr()),
-            Out(b.xn.as_mut_ptr()),
-            Out(b.tmp.as_mut_ptr()),
-        );
-        // Attention block: norm, then the input of the query/key/value products.
-        let writers = prepare_acts(&mut b.acts, &layer.qkv.parts, n, h);
-        rows(&self.pool, n, &|t| {
-            // SAFETY: token `t`'s rows are this call's alone.
-            let (xt, xnt) = unsafe { (row(x, t, h), row(xn, t, h)) };
-            ops::rms_norm(tier, xt, &layer.attn_norm, eps, xnt);
-            quantize_row(&writers, tier, t, xnt);
-        });
-        let qkv_rows = self.cfg.qkv_rows();
-        products(
-            &self.pool,
-            tier,
-            &b.acts,
-            &layer.qkv.parts,
-            &layer.qkv.offsets,
-            Out(b.qkv.as_mut_ptr()),
-            qkv_rows,
-            n,
-        );
-        rope_and_store(
-            &self.pool, &self.cfg, &self.rope, layer, b, cache, l, pos, n,
-        );
-        attend(&self.pool, tier, &self.cfg, b, cache, l, pos, n);
-        let att_w = self.cfg.heads * self.cfg.head_dim;
-        let att = Out(b.att.as_mut_ptr());
-        let writers = prepare_acts(&mut b.acts, &layer.wo.parts, n, att_w);
-        rows(&self.pool, n, &|t| {
-            // SAFETY: token `t`'s row is this call's alone.
-            quantize_row(&writers, tier, t, unsafe { row(att, t, att_w) });
-        });
-        products(
-            &self.pool,
-            tier,
-            &b.acts,
-            &layer.wo.parts,
-            &layer.wo.offsets,
-            tmp,
-            h,
-            n,
-        );
-        // Residual, then the feed-forward block's norm and input.
-        let writers = prepare_acts(&mut b.acts, &layer.gate_up.parts, n, h);
-        rows(&self.pool, n, &|t| {
-            // SAFETY: token `t`'s rows are this call's alone.
-            let (xt, xnt, tt) = unsafe { (row(x, t, h), row(xn, t, h), row(tmp, t, h)) };
-            for (a, v) in xt.iter_mut().zip(tt.iter()) {
-                *a += v;
-            }
-            ops::rms_norm(tier, xt, &layer.ffn_norm, eps, xnt);
-            quantize_row(&writers, tier, t, xnt);
-        });
-        let gu = Out(b.gu.as_mut_ptr());
-        products(
-            &self.pool,
-            tier,
-            &b.acts,
-            &layer.gate_up.parts,
-            &layer.gate_up.offsets,
-            gu,
-            2 * f,
-            n,
-        );
-        let hb = Out(b.h.as_mut_ptr());
-        let writers = prepare_acts(&mut b.acts, &layer.down.parts, n, f);
-        rows(&self.pool, n, &|t| {
-            // SAFETY: token `t`'s rows are this call's alone.
-            let (g, ht) = unsafe { (row(gu, t, 2 * f), row(hb, t, f)) };
-            ops::silu_mul(tier, &g[..f], &g[f..], ht);
-            quantize_row(&writers, tier, t, ht);
-        });
-        products(
-            &self.pool,
-            tier,
-            &b.acts,
-            &layer.down.parts,
-            &layer.down.offsets,
-            tmp,
-            h,
-            n,
-        );
-        rows(&self.pool, n, &|t| {
-            // SAFETY: token `t`'s rows are this call's alone.
-            let (xt, tt) = unsafe { (row(x, t, h), row(tmp, t, h)) };
-            for (a, v) in xt.iter_mut().zip(tt.iter()) {
-                *a += v;
-            }
-        });
     }
 
     /// The final norm and the output layer, for the last token or every token.
@@ -413,6 +323,41 @@ impl CpuModel {
     }
 }
 
+/// The rotations of `cfg`: one set, or the global layers' and the windowed layers' when
+/// their bases differ (Gemma 3). Phi-3 LongRoPE: the long factors when ragd's window (the
+/// file's `context_length`, which ragd always allocates) is past the original window,
+/// else the short ones, as llama.cpp chooses by its context size.
+fn ropes(cfg: &Config, w: &Weights) -> Vec<Rope> {
+    let fam = &cfg.family;
+    let factors = match (&w.rope_freqs, &w.rope_long_short) {
+        (Some(f), _) => Some(f.as_slice()),
+        (None, Some((long, short))) => Some(if cfg.context > fam.rope_orig_context {
+            long.as_slice()
+        } else {
+            short.as_slice()
+        }),
+        (None, None) => None,
+    };
+    let global = RopeScaling {
+        base: cfg.rope_base,
+        factors,
+        pos_scale: fam.rope_pos_scale,
+        mscale: fam.rope_attn_factor,
+    };
+    let mut ropes = vec![Rope::new(cfg, global)];
+    if let Some(base) = fam.rope_base_swa {
+        ropes.push(Rope::new(
+            cfg,
+            RopeScaling {
+                base,
+                pos_scale: 1.0,
+                ..global
+            },
+        ));
+    }
+    ropes
+}
+
 /// Token `t`'s row of `w` floats in the buffer at `p`.
 ///
 /// # Safety
@@ -424,7 +369,7 @@ unsafe fn row<'a>(p: Out, t: usize, w: usize) -> &'a mut [f32] {
 
 /// Runs `f(t)` for every token `t < n`: on this thread for one token, over the pool for
 /// more.
-fn rows(pool: &Pool, n: usize, f: &(dyn Fn(usize) + Sync)) {
+pub(super) fn rows(pool: &Pool, n: usize, f: &(dyn Fn(usize) + Sync)) {
     if n == 1 {
         f(0);
         return;
@@ -514,162 +459,4 @@ fn products(
             start += p.groups();
         }
     });
-}
-
-/// Adds the query/key/value biases, rotates queries and keys, and stores the new keys and
-/// values in the cache.
-#[allow(clippy::too_many_arguments)]
-fn rope_and_store(
-    pool: &Pool,
-    cfg: &Config,
-    rope: &Rope,
-    layer: &weights::Layer,
-    b: &mut Buffers,
-    cache: &mut KvCache,
-    l: usize,
-    pos: usize,
-    n: usize,
-) {
-    let (hd, heads, kvh) = (cfg.head_dim, cfg.heads, cfg.kv_heads);
-    let ld = cfg.qkv_rows();
-    let cap = cache.cap();
-    let cache_ty = cache.ty();
-    let (k, v) = cache.layer_mut(l);
-    let (kp, vp) = (KvOut(k.as_mut_ptr()), KvOut(v.as_mut_ptr()));
-    let f32kv = cache_ty == KvType::F32;
-    let qkv = Out(b.qkv.as_mut_ptr());
-    let cs = &b.cs;
-    rows(pool, n, &|t| {
-        // SAFETY: token `t`'s row is this call's alone.
-        let r = unsafe { row(qkv, t, ld) };
-        if let Some(bias) = &layer.qkv_bias {
-            for (a, bv) in r.iter_mut().zip(bias) {
-                *a += bv;
-            }
-        }
-        for head in 0..heads + kvh {
-            rope.apply(&mut r[head * hd..(head + 1) * hd], &cs[t]);
-        }
-        let p = pos + t;
-        for head in 0..kvh {
-            let kr = &r[(heads + head) * hd..(heads + head + 1) * hd];
-            let vr = &r[(heads + kvh + head) * hd..(heads + kvh + head + 1) * hd];
-            for d in 0..hd {
-                let (ki, vi) = (
-                    kv::k_index(cap, hd, head, p, d),
-                    kv::v_index(cap, hd, head, p, d),
-                );
-                // SAFETY: position `p` of every head is this token's alone, and the
-                // cache holds `cap >= pos + n` positions of the cache's type.
-                unsafe {
-                    if f32kv {
-                        *kp.get().cast::<f32>().add(ki) = kr[d];
-                        *vp.get().cast::<f32>().add(vi) = vr[d];
-                    } else {
-                        *kp.get().cast::<u16>().add(ki) = half::f16::from_f32(kr[d]).to_bits();
-                        *vp.get().cast::<u16>().add(vi) = half::f16::from_f32(vr[d]).to_bits();
-                    }
-                }
-            }
-        }
-    });
-}
-
-/// A raw pointer into the cache that threads write through, each its own positions.
-#[derive(Clone, Copy)]
-struct KvOut(*mut u8);
-// SAFETY: each thread writes only the positions of its own tokens.
-unsafe impl Send for KvOut {}
-// SAFETY: as above.
-unsafe impl Sync for KvOut {}
-
-impl KvOut {
-    fn get(self) -> *mut u8 {
-        self.0
-    }
-}
-
-/// The attention of layer `l` for the new tokens, into `b.att`.
-#[allow(clippy::too_many_arguments)]
-fn attend(
-    pool: &Pool,
-    tier: Tier,
-    cfg: &Config,
-    b: &mut Buffers,
-    cache: &KvCache,
-    l: usize,
-    pos: usize,
-    n: usize,
-) {
-    let shape = Shape {
-        heads: cfg.heads,
-        kv_heads: cfg.kv_heads,
-        head_dim: cfg.head_dim,
-        cap: cache.cap(),
-        pos,
-        tokens: n,
-        ldq: cfg.qkv_rows(),
-        kv: cache.ty(),
-    };
-    let ldo = cfg.heads * cfg.head_dim;
-    let (items, chunks) = attention::plan(&shape, pool.threads());
-    let (k, v) = cache.layer(l);
-    let q = b.qkv.as_ptr() as usize;
-    let out = Out(b.att.as_mut_ptr());
-    if b.states.len() < items.len() {
-        b.states
-            .resize_with(items.len(), || attention::State::new(cfg.head_dim));
-    }
-    let scratch = ScratchPtr(b.attn.as_mut_ptr());
-    let states = StatePtr(b.states.as_mut_ptr());
-    pool.run(items.len(), &|thread, idx| {
-        // SAFETY: thread `thread` alone uses scratch `thread`.
-        let scratch = unsafe { &mut *scratch.get().add(thread) };
-        let item = items[idx];
-        // SAFETY: `q` is the query buffer of `n` rows of `ldq`; `k`/`v` hold the
-        // positions `0..pos + n`; `tier` was checked at load.
-        unsafe { attention::run_item(tier, &shape, q as *const f32, k, v, item, scratch) };
-        if chunks > 1 {
-            // SAFETY: item `idx` is run by this thread only.
-            unsafe { core::ptr::swap(&mut scratch.state, states.get().add(idx)) };
-        } else {
-            // SAFETY: each item writes its own heads and tokens.
-            unsafe { attention::write(&shape, item, &scratch.state, out.get(), ldo) };
-        }
-    });
-    if chunks > 1 {
-        for (group, its) in items.chunks(chunks).enumerate() {
-            let parts: Vec<&attention::State> = (0..its.len())
-                .map(|c| &b.states[group * chunks + c])
-                .collect();
-            // SAFETY: one thread; the item's rows are in `b.att`.
-            unsafe { attention::combine(&shape, its[0], &parts, out.get(), ldo) };
-        }
-    }
-}
-
-#[derive(Clone, Copy)]
-struct ScratchPtr(*mut Scratch);
-// SAFETY: thread `i` of a round uses only element `i`.
-unsafe impl Send for ScratchPtr {}
-// SAFETY: as above.
-unsafe impl Sync for ScratchPtr {}
-
-impl ScratchPtr {
-    fn get(self) -> *mut Scratch {
-        self.0
-    }
-}
-
-#[derive(Clone, Copy)]
-struct StatePtr(*mut attention::State);
-// SAFETY: each item's state is used by the one thread that runs the item.
-unsafe impl Send for StatePtr {}
-// SAFETY: as above.
-unsafe impl Sync for StatePtr {}
-
-impl StatePtr {
-    fn get(self) -> *mut attention::State {
-        self.0
-    }
 }

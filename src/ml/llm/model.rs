@@ -9,7 +9,9 @@ use std::path::Path;
 
 use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::{Device, Tensor};
-use candle_transformers::models::{quantized_llama, quantized_phi3, quantized_qwen2};
+use candle_transformers::models::{
+    quantized_gemma3, quantized_llama, quantized_phi3, quantized_qwen2, quantized_qwen3,
+};
 
 use super::cpu::{CpuModel, CpuOptions};
 use super::MlError;
@@ -17,12 +19,16 @@ use super::MlError;
 /// The model families ragd runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Arch {
-    /// `llama` (Llama 2/3, Mistral, TinyLlama and other Llama-shaped models).
+    /// `llama` (Llama 2/3, Mistral, Mistral-Nemo, TinyLlama and other Llama-shaped models).
     Llama,
     /// `qwen2` (Qwen2, Qwen2.5).
     Qwen2,
-    /// `phi3` (Phi-3, Phi-3.5 mini).
+    /// `qwen3` (Qwen3 dense models).
+    Qwen3,
+    /// `phi3` (Phi-3, Phi-3.5 mini, Phi-4).
     Phi3,
+    /// `gemma3` (Gemma 3 text models).
+    Gemma3,
 }
 
 impl Arch {
@@ -31,7 +37,9 @@ impl Arch {
         match self {
             Arch::Llama => "llama",
             Arch::Qwen2 => "qwen2",
+            Arch::Qwen3 => "qwen3",
             Arch::Phi3 => "phi3",
+            Arch::Gemma3 => "gemma3",
         }
     }
 
@@ -39,7 +47,9 @@ impl Arch {
         match s {
             "llama" => Some(Arch::Llama),
             "qwen2" => Some(Arch::Qwen2),
+            "qwen3" => Some(Arch::Qwen3),
             "phi3" => Some(Arch::Phi3),
+            "gemma3" => Some(Arch::Gemma3),
             _ => None,
         }
     }
@@ -50,18 +60,27 @@ impl Arch {
 pub struct ModelInfo {
     /// `general.name`, else the file's stem.
     pub name: String,
-    /// The family (`general.architecture`: `llama`, `qwen2`, `phi3`), or `remote` for a
+    /// The family (`general.architecture`: `llama`, `qwen2`, `qwen3`, `phi3`, `gemma3`), or `remote` for a
     /// model behind an inference server.
     pub family: String,
     /// Tokens the model can attend to (prompt and answer together).
     pub context_length: usize,
 }
 
-/// The weights of one of the supported families.
+/// The weights of one of the supported families, in candle's models.
+///
+/// candle 0.9.2's Gemma 3 differs from the model (and from llama.cpp and ragd's engine):
+/// its feed-forward gate is SiLU, not GELU; its window lets a query see the key exactly
+/// `sliding_window` positions back (llama.cpp and Hugging Face hide it); decoding one
+/// token applies no window at all; and a prompt after cached positions hides them all.
+/// Its Qwen3 runs in f16 unless the file sets `general.dtype` to 0. Its Llama and Phi-3
+/// read neither an explicit head dimension, a sliding window nor LongRoPE factors.
 pub(super) enum Weights {
     Llama(quantized_llama::ModelWeights),
     Qwen2(quantized_qwen2::ModelWeights),
+    Qwen3(quantized_qwen3::ModelWeights),
     Phi3(quantized_phi3::ModelWeights),
+    Gemma3(quantized_gemma3::ModelWeights),
 }
 
 impl Weights {
@@ -71,7 +90,15 @@ impl Weights {
         match self {
             Weights::Llama(m) => m.forward(input, pos),
             Weights::Qwen2(m) => m.forward(input, pos),
+            Weights::Qwen3(m) => {
+                // Its cache appends whatever the position; 0 starts a new sequence.
+                if pos == 0 {
+                    m.clear_kv_cache();
+                }
+                m.forward(input, pos)
+            }
             Weights::Phi3(m) => m.forward(input, pos),
+            Weights::Gemma3(m) => m.forward(input, pos),
         }
     }
 }
@@ -98,7 +125,7 @@ impl GgufFile {
         })?;
         let arch = Arch::parse(arch_name).ok_or_else(|| {
             MlError::Load(format!(
-                "{}: architecture {arch_name:?} is not supported (llama, qwen2, phi3 are)",
+                "{}: architecture {arch_name:?} is not supported (llama, qwen2, qwen3, phi3, gemma3 are)",
                 path.display()
             ))
         })?;
@@ -122,7 +149,8 @@ impl GgufFile {
         // candle's Llama precomputes rotary tables for MAX_SEQ_LEN positions only.
         let context_length = match self.arch {
             Arch::Llama => declared.min(quantized_llama::MAX_SEQ_LEN),
-            Arch::Qwen2 | Arch::Phi3 => declared,
+            Arch::Gemma3 => declared.min(quantized_gemma3::MAX_SEQ_LEN),
+            Arch::Qwen2 | Arch::Qwen3 | Arch::Phi3 => declared,
         };
         ModelInfo {
             name,
@@ -148,10 +176,14 @@ impl GgufFile {
                 .map(Weights::Llama),
             Arch::Qwen2 => quantized_qwen2::ModelWeights::from_gguf(content, &mut reader, device)
                 .map(Weights::Qwen2),
+            Arch::Qwen3 => quantized_qwen3::ModelWeights::from_gguf(content, &mut reader, device)
+                .map(Weights::Qwen3),
             Arch::Phi3 => {
                 quantized_phi3::ModelWeights::from_gguf(false, content, &mut reader, device)
                     .map(Weights::Phi3)
             }
+            Arch::Gemma3 => quantized_gemma3::ModelWeights::from_gguf(content, &mut reader, device)
+                .map(Weights::Gemma3),
         };
         loaded.map_err(|e| MlError::Load(format!("{} weights: {e}", arch.as_str())))
     }

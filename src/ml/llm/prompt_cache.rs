@@ -160,6 +160,7 @@ mod tests {
             rope_style: RopeStyle::Interleaved,
             eps: 1e-5,
             context: 4096,
+            family: Default::default(),
         }
     }
 

@@ -57,7 +57,8 @@ impl ChatTemplate {
             }
         }
         match arch {
-            Arch::Qwen2 => ChatTemplate::ChatMl,
+            // Gemma's own turn format is the template renderer's (no built-in one here).
+            Arch::Qwen2 | Arch::Qwen3 | Arch::Gemma3 => ChatTemplate::ChatMl,
             Arch::Phi3 => ChatTemplate::Phi3,
             Arch::Llama if has_token("<|start_header_id|>") => ChatTemplate::Llama3,
             Arch::Llama if has_token("<|im_start|>") => ChatTemplate::ChatMl,

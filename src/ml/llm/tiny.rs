@@ -30,7 +30,32 @@ struct Spec {
     random_norms: bool,
     /// Scale of the query and key weights.
     qk_scale: f32,
+    /// Family details beyond the defaults.
+    variant: TinyVariant,
 }
+
+/// Shape details of a tiny model beyond its family's defaults: an explicit head dimension
+/// (as Mistral-Nemo's), a sliding window (as Mistral's), Phi-3.5's LongRoPE factors.
+/// Qwen3 and Gemma 3 files always have heads of 128 (not hidden/heads); Gemma 3 files a
+/// window of [`GEMMA_WINDOW`] with every second layer global.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TinyVariant {
+    /// `{arch}.attention.key_length` (heads of this many dimensions).
+    pub head_dim: Option<usize>,
+    /// `{arch}.attention.sliding_window`.
+    pub window: Option<u32>,
+    /// Phi-3 LongRoPE: `rope_factors_long/short.weight`, an attention factor and an
+    /// original window of [`LONGROPE_ORIGINAL`] (below the file's window: the long
+    /// factors apply).
+    pub longrope: bool,
+}
+
+/// The sliding window of tiny Gemma 3 files (shorter than the tests' prompts).
+pub const GEMMA_WINDOW: u32 = 8;
+/// The original window of tiny LongRoPE files.
+pub const LONGROPE_ORIGINAL: u32 = 1024;
+/// The head dimension of tiny Qwen3 and Gemma 3 files (as theirs, not hidden/heads).
+const EXPLICIT_HEAD_DIM: usize = 128;
 const CONTEXT: u32 = 4096;
 /// Words whose every prefix becomes a vocabulary piece, so that merges reach them.
 const WORDS: [&str; 10] = [
@@ -48,6 +73,7 @@ pub fn write_tiny_gguf(path: &Path, arch: Arch) -> Result<(), MlError> {
             ty: GgmlDType::Q8_0,
             random_norms: false,
             qk_scale: 1.0,
+            variant: TinyVariant::default(),
         },
     )
 }
@@ -55,6 +81,16 @@ pub fn write_tiny_gguf(path: &Path, arch: Arch) -> Result<(), MlError> {
 /// Writes a tiny `arch` model of hidden size 256 whose matrices (embeddings and output
 /// layer included) are all of type `ty`, with random norm weights.
 pub fn write_tiny_gguf_typed(path: &Path, arch: Arch, ty: WeightType) -> Result<(), MlError> {
+    write_tiny_gguf_variant(path, arch, ty, TinyVariant::default())
+}
+
+/// [`write_tiny_gguf_typed`] with the details of `variant`.
+pub fn write_tiny_gguf_variant(
+    path: &Path,
+    arch: Arch,
+    ty: WeightType,
+    variant: TinyVariant,
+) -> Result<(), MlError> {
     write(
         path,
         arch,
@@ -64,6 +100,7 @@ pub fn write_tiny_gguf_typed(path: &Path, arch: Arch, ty: WeightType) -> Result<
             ty: ggml_type(ty),
             random_norms: true,
             qk_scale: QK_SCALE,
+            variant,
         },
     )
 }
@@ -80,6 +117,7 @@ pub fn write_tiny_gguf_unsupported(path: &Path, arch: Arch) -> Result<(), MlErro
             ty: GgmlDType::Q2K,
             random_norms: false,
             qk_scale: 1.0,
+            variant: TinyVariant::default(),
         },
     )
 }
@@ -101,16 +139,24 @@ pub fn ggml_type(ty: WeightType) -> GgmlDType {
     }
 }
 
-fn write(path: &Path, arch: Arch, spec: Spec) -> Result<(), MlError> {
+fn write(path: &Path, arch: Arch, mut spec: Spec) -> Result<(), MlError> {
+    if matches!(arch, Arch::Qwen3 | Arch::Gemma3) {
+        spec.variant.head_dim = spec.variant.head_dim.or(Some(EXPLICIT_HEAD_DIM));
+    }
+    if arch == Arch::Gemma3 {
+        spec.variant.window = spec.variant.window.or(Some(GEMMA_WINDOW));
+    }
     let (hidden, ffn) = (spec.hidden, spec.ffn);
+    let hd = spec.variant.head_dim.unwrap_or(hidden / HEADS);
+    let q = HEADS * hd;
     let vocab = match arch {
-        Arch::Qwen2 => byte_level_vocab(),
-        Arch::Llama | Arch::Phi3 => sentencepiece_vocab(arch),
+        Arch::Qwen2 | Arch::Qwen3 => byte_level_vocab(),
+        Arch::Llama | Arch::Phi3 | Arch::Gemma3 => sentencepiece_vocab(arch),
     };
     let mut rng = SplitMix(0x5EED ^ arch as u64);
     let mut tensors: Vec<(String, QTensor)> = Vec::new();
     let n_vocab = vocab.tokens.len();
-    let kv = KV_HEADS * hidden / HEADS;
+    let kv = KV_HEADS * hd;
     // `lead` first rows (queries and keys) are scaled by `spec.qk_scale`.
     let add_scaled = |tensors: &mut Vec<(String, QTensor)>,
                       name: &str,
@@ -135,8 +181,8 @@ fn write(path: &Path, arch: Arch, spec: Spec) -> Result<(), MlError> {
         (n_vocab, hidden),
         &mut rng,
     )?;
-    if arch != Arch::Qwen2 {
-        // Qwen2 ties its output layer to the embeddings; the others have their own.
+    if matches!(arch, Arch::Llama | Arch::Phi3) {
+        // Qwen and Gemma tie their output layer to the embeddings; the others have their own.
         add(&mut tensors, "output.weight", (n_vocab, hidden), &mut rng)?;
     }
     for l in 0..LAYERS {
@@ -146,8 +192,8 @@ fn write(path: &Path, arch: Arch, spec: Spec) -> Result<(), MlError> {
                 add_scaled(
                     &mut tensors,
                     &format!("{p}.attn_qkv.weight"),
-                    (hidden + 2 * kv, hidden),
-                    hidden + kv,
+                    (q + 2 * kv, hidden),
+                    q + kv,
                     &mut rng,
                 )?;
                 add(
@@ -157,12 +203,12 @@ fn write(path: &Path, arch: Arch, spec: Spec) -> Result<(), MlError> {
                     &mut rng,
                 )?;
             }
-            Arch::Llama | Arch::Qwen2 => {
+            Arch::Llama | Arch::Qwen2 | Arch::Qwen3 | Arch::Gemma3 => {
                 add_scaled(
                     &mut tensors,
                     &format!("{p}.attn_q.weight"),
-                    (hidden, hidden),
-                    hidden,
+                    (q, hidden),
+                    q,
                     &mut rng,
                 )?;
                 add_scaled(
@@ -195,7 +241,7 @@ fn write(path: &Path, arch: Arch, spec: Spec) -> Result<(), MlError> {
         add(
             &mut tensors,
             &format!("{p}.attn_output.weight"),
-            (hidden, hidden),
+            (hidden, q),
             &mut rng,
         )?;
         add(
@@ -212,6 +258,23 @@ fn write(path: &Path, arch: Arch, spec: Spec) -> Result<(), MlError> {
             format!("{p}.ffn_norm.weight"),
             norm(hidden, spec, BLOCK_NORM, &mut rng)?,
         ));
+        if matches!(arch, Arch::Qwen3 | Arch::Gemma3) {
+            // Small weights: normalised heads with large ones would make attention sharp.
+            for n in ["attn_q_norm", "attn_k_norm"] {
+                tensors.push((
+                    format!("{p}.{n}.weight"),
+                    norm(hd, spec, (0.1, 0.2), &mut rng)?,
+                ));
+            }
+        }
+        if arch == Arch::Gemma3 {
+            for n in ["post_attention_norm", "post_ffw_norm"] {
+                tensors.push((
+                    format!("{p}.{n}.weight"),
+                    norm(hidden, spec, BLOCK_NORM, &mut rng)?,
+                ));
+            }
+        }
         if arch == Arch::Qwen2 {
             let bias = |n: usize, rng: &mut SplitMix| {
                 if spec.random_norms {
@@ -229,8 +292,21 @@ fn write(path: &Path, arch: Arch, spec: Spec) -> Result<(), MlError> {
         "output_norm.weight".to_owned(),
         norm(hidden, spec, (0.5, 1.0), &mut rng)?,
     ));
+    if spec.variant.longrope {
+        // Divisors of the rotary frequencies: ~1 within the original window, up to ~8
+        // past it (as Phi-3.5's).
+        let pairs = hd / 2;
+        let long = (0..pairs)
+            .map(|i| 1.0 + 7.0 * i as f32 / pairs as f32)
+            .collect();
+        let short = (0..pairs).map(|_| 1.0 + 0.2 * rng.next_f32()).collect();
+        tensors.push(("rope_factors_long.weight".to_owned(), vector(long)?));
+        tensors.push(("rope_factors_short.weight".to_owned(), vector(short)?));
+    }
 
     let a = arch.as_str();
+    // Gemma 3's global layers rotate with a larger base than its windowed ones.
+    let rope_base = if arch == Arch::Gemma3 { 1e6 } else { 10_000.0 };
     let u = |v: usize| Value::U32(v as u32);
     let mut md: Vec<(String, Value)> = vec![
         ("general.architecture".into(), Value::String(a.into())),
@@ -241,13 +317,14 @@ fn write(path: &Path, arch: Arch, spec: Spec) -> Result<(), MlError> {
         (format!("{a}.feed_forward_length"), u(ffn)),
         (format!("{a}.attention.head_count"), u(HEADS)),
         (format!("{a}.attention.head_count_kv"), u(KV_HEADS)),
-        (format!("{a}.rope.dimension_count"), u(hidden / HEADS)),
-        (format!("{a}.rope.freq_base"), Value::F32(10_000.0)),
+        (format!("{a}.rope.dimension_count"), u(hd)),
+        (format!("{a}.rope.freq_base"), Value::F32(rope_base)),
         (
             format!("{a}.attention.layer_norm_rms_epsilon"),
             Value::F32(1e-5),
         ),
     ];
+    md.extend(variant_metadata(arch, spec.variant));
     md.extend(vocab.metadata);
     md.push((
         "tokenizer.ggml.tokens".into(),
@@ -264,6 +341,42 @@ fn write(path: &Path, arch: Arch, spec: Spec) -> Result<(), MlError> {
         .map_err(|e| MlError::Load(format!("cannot create {}: {e}", path.display())))?;
     gguf_file::write(&mut file, &md_refs, &t_refs)?;
     Ok(())
+}
+
+/// The metadata keys of `variant` and the family's own.
+fn variant_metadata(arch: Arch, v: TinyVariant) -> Vec<(String, Value)> {
+    let a = arch.as_str();
+    let mut md = Vec::new();
+    if let Some(hd) = v.head_dim {
+        md.push((format!("{a}.attention.key_length"), Value::U32(hd as u32)));
+        md.push((format!("{a}.attention.value_length"), Value::U32(hd as u32)));
+    }
+    if let Some(w) = v.window {
+        md.push((format!("{a}.attention.sliding_window"), Value::U32(w)));
+    }
+    if v.longrope {
+        md.push((
+            format!("{a}.rope.scaling.original_context_length"),
+            Value::U32(LONGROPE_ORIGINAL),
+        ));
+        md.push((format!("{a}.rope.scaling.attn_factor"), Value::F32(1.19)));
+    }
+    match arch {
+        // candle's Qwen3 runs in f32 only with this key (else f16).
+        Arch::Qwen3 => md.push(("general.dtype".into(), Value::U32(0))),
+        Arch::Gemma3 => {
+            // Layer 0 windowed, layer 1 global (as llama.cpp reads the pattern); the global
+            // layer's rotations with another base and linear scaling (as Gemma 3 4B's).
+            md.push((
+                format!("{a}.attention.sliding_window_pattern"),
+                Value::U32(2),
+            ));
+            md.push((format!("{a}.rope.scaling.factor"), Value::F32(8.0)));
+            md.push((format!("{a}.rope.freq_base_swa"), Value::F32(10_000.0)));
+        }
+        Arch::Llama | Arch::Qwen2 | Arch::Phi3 => {}
+    }
+    md
 }
 
 struct TinyVocab {

@@ -34,6 +34,18 @@ pub struct Shape {
     pub ldq: usize,
     /// How the cache stores keys and values.
     pub kv: KvType,
+    /// Sliding window: a key `window` or more positions before the query is hidden
+    /// (`usize::MAX`: none).
+    pub window: usize,
+    /// Score scale (`1/sqrt(head_dim)` for most families).
+    pub scale: f32,
+}
+
+impl Shape {
+    /// The first key that token `t` (of the new ones) sees.
+    fn first_key(&self, t: usize) -> usize {
+        (self.pos + t + 1).saturating_sub(self.window)
+    }
 }
 
 /// One work item.
@@ -63,11 +75,16 @@ pub fn plan(s: &Shape, threads: usize) -> (Vec<Item>, usize) {
     for tile in 0..tiles {
         let (t0, t1) = (tile * QTILE, ((tile + 1) * QTILE).min(s.tokens));
         let end = s.pos + t1;
+        // Blocks wholly before the tile's window are skipped.
+        let start = s.first_key(t0) / KBLOCK;
         for kv_head in 0..s.kv_heads {
             for c in 0..chunks {
                 // Chunk boundaries on key blocks.
-                let blocks = end.div_ceil(KBLOCK);
-                let (b0, b1) = (blocks * c / chunks, blocks * (c + 1) / chunks);
+                let blocks = end.div_ceil(KBLOCK) - start;
+                let (b0, b1) = (
+                    start + blocks * c / chunks,
+                    start + blocks * (c + 1) / chunks,
+                );
                 items.push(Item {
                     kv_head,
                     t0,
@@ -309,7 +326,7 @@ unsafe fn item_generic<V: F16x, const F32: bool>(
         group,
         t0: item.t0,
         kv_head: item.kv_head,
-        scale: 1.0 / (hd as f32).sqrt(),
+        scale: s.scale,
         kt: scratch.kt.as_ptr(),
         vb: scratch.vb.as_ptr(),
         state: scratch.state.data.as_mut_ptr(),
@@ -331,11 +348,11 @@ unsafe fn item_generic<V: F16x, const F32: bool>(
                     .store(vb.add(j * hd + d));
             }
         }
-        // Keys `item.k0.max(base)..limit` of the block are seen by a token whose limit
-        // (its own position + 1, within the item) is `limit`.
-        let lo = item.k0.max(base) - base;
+        // Keys `lo(t)..seen(t)` of the block are seen by token `t`: from the item's first
+        // key and the token's window, up to its own position (within the item).
+        let lo = |t: usize| (item.k0.max(s.first_key(t)).max(base) - base).min(KBLOCK);
         let seen = |t: usize| ((s.pos + t + 1).min(item.k1).saturating_sub(base)).min(KBLOCK);
-        if lo == 0 && seen(item.t0) == KBLOCK {
+        if lo(item.t1 - 1) == 0 && seen(item.t0) == KBLOCK {
             // Every row sees the whole block: four rows at a time share its loads.
             let mut r = 0;
             while r + 4 <= nrows {
@@ -348,7 +365,8 @@ unsafe fn item_generic<V: F16x, const F32: bool>(
             }
         } else {
             for r in 0..nrows {
-                let hi = seen(item.t0 + r / group);
+                let t = item.t0 + r / group;
+                let (lo, hi) = (lo(t), seen(t));
                 if hi > lo {
                     rows::<V, 1>(&c, r, lo, hi);
                 }

@@ -63,6 +63,10 @@ pub struct Layer {
     pub gate_up: Fused,
     /// Down projection.
     pub down: Fused,
+    /// Per-head RMSNorm weights of queries and keys (Qwen3, Gemma 3).
+    pub qk_norm: Option<(Vec<f32>, Vec<f32>)>,
+    /// RMSNorm weights of the attention and feed-forward outputs (Gemma).
+    pub post_norms: Option<(Vec<f32>, Vec<f32>)>,
 }
 
 /// Every tensor of the model.
@@ -77,6 +81,9 @@ pub struct Weights {
     pub layers: Vec<Layer>,
     /// Llama 3 rotary frequency factors (`rope_freqs.weight`), when the file has them.
     pub rope_freqs: Option<Vec<f32>>,
+    /// Phi-3 LongRoPE factors past and within the original window
+    /// (`rope_factors_long.weight`, `rope_factors_short.weight`), when the file has them.
+    pub rope_long_short: Option<(Vec<f32>, Vec<f32>)>,
 }
 
 impl Weights {
@@ -253,18 +260,51 @@ impl<'a, R: Read + Seek> Reader<'a, R> {
         } else {
             None
         };
+        let rope_long_short = match (
+            self.has("rope_factors_long.weight"),
+            self.has("rope_factors_short.weight"),
+        ) {
+            (false, false) => None,
+            (true, true) => Some((
+                self.vector("rope_factors_long.weight", cfg.rope_dim / 2)?,
+                self.vector("rope_factors_short.weight", cfg.rope_dim / 2)?,
+            )),
+            _ => {
+                return Err(MlError::Load(
+                    "the GGUF has one of rope_factors_long.weight and rope_factors_short.weight but not the other".into(),
+                ))
+            }
+        };
+        let q = cfg.q_rows();
         let mut layers = Vec::with_capacity(cfg.layers);
         for l in 0..cfg.layers {
             let p = |s: &str| format!("blk.{l}.{s}");
-            let qkv = if cfg.arch == Arch::Phi3 {
+            // Phi-3 files fuse the projections (`attn_qkv`); some Phi-4 files do not.
+            let qkv = if cfg.arch == Arch::Phi3 && self.has(&p("attn_qkv.weight")) {
                 Fused::one(self.matrix(&p("attn_qkv.weight"), cfg.qkv_rows(), h)?)
             } else {
                 let names = [p("attn_q.weight"), p("attn_k.weight"), p("attn_v.weight")];
                 let names: Vec<&str> = names.iter().map(String::as_str).collect();
-                self.fused(&names, &[cfg.heads * cfg.head_dim, kv, kv], h)?
+                self.fused(&names, &[q, kv, kv], h)?
+            };
+            let qk_norm = if cfg.family.qk_norm {
+                Some((
+                    self.vector(&p("attn_q_norm.weight"), cfg.head_dim)?,
+                    self.vector(&p("attn_k_norm.weight"), cfg.head_dim)?,
+                ))
+            } else {
+                None
+            };
+            let post_norms = if cfg.family.post_norms {
+                Some((
+                    self.vector(&p("post_attention_norm.weight"), h)?,
+                    self.vector(&p("post_ffw_norm.weight"), h)?,
+                ))
+            } else {
+                None
             };
             let qkv_bias = if cfg.arch == Arch::Qwen2 {
-                let mut b = self.vector(&p("attn_q.bias"), cfg.heads * cfg.head_dim)?;
+                let mut b = self.vector(&p("attn_q.bias"), q)?;
                 b.extend(self.vector(&p("attn_k.bias"), kv)?);
                 b.extend(self.vector(&p("attn_v.bias"), kv)?);
                 Some(b)
@@ -282,14 +322,12 @@ impl<'a, R: Read + Seek> Reader<'a, R> {
                 attn_norm: self.vector(&p("attn_norm.weight"), h)?,
                 qkv,
                 qkv_bias,
-                wo: Fused::one(self.matrix(
-                    &p("attn_output.weight"),
-                    h,
-                    cfg.heads * cfg.head_dim,
-                )?),
+                wo: Fused::one(self.matrix(&p("attn_output.weight"), h, q)?),
                 ffn_norm: self.vector(&p("ffn_norm.weight"), h)?,
                 gate_up,
                 down: Fused::one(self.matrix(&p("ffn_down.weight"), h, f)?),
+                qk_norm,
+                post_norms,
             });
         }
         Ok(Weights {
@@ -298,6 +336,7 @@ impl<'a, R: Read + Seek> Reader<'a, R> {
             output_norm,
             layers,
             rope_freqs,
+            rope_long_short,
         })
     }
 }

@@ -1,0 +1,333 @@
+//! One transformer block of the CPU engine: norm, query/key/value products, rotations,
+//! attention, output product, residual, norm, gate/up products, activation, down product,
+//! residual; with each family's details in the same rounds (Qwen2's biases, per-head
+//! query/key norms, Gemma's output norms and GeGLU, the sliding window).
+
+use super::attention::{self, Scratch, Shape};
+use super::config::{Activation, Config};
+use super::kv::{self, KvCache, KvType};
+use super::ops::{self, Rope};
+use super::weights;
+use super::{prepare_acts, products, quantize_row, row, rows, Buffers, CpuModel, Out};
+use crate::ml::pool::Pool;
+use crate::ml::quant::Tier;
+
+/// Largest head the per-head query/key norms run (on a stack copy of the head).
+pub const MAX_HEAD_DIM: usize = 512;
+
+impl CpuModel {
+    /// Runs layer `l` for the `n` new tokens in `self.buf.x` (positions from `pos`).
+    pub(super) fn layer(&mut self, l: usize, cache: &mut KvCache, pos: usize, n: usize) {
+        let (h, f) = (self.cfg.hidden, self.cfg.ffn);
+        let eps = self.cfg.eps;
+        let tier = self.tier;
+        let layer = &self.w.layers[l];
+        let b = &mut self.buf;
+        let (x, xn, tmp) = (
+            Out(b.x.as_mut_ptr()),
+            Out(b.xn.as_mut_ptr()),
+            Out(b.tmp.as_mut_ptr()),
+        );
+        // Attention block: norm, then the input of the query/key/value products.
+        let writers = prepare_acts(&mut b.acts, &layer.qkv.parts, n, h);
+        rows(&self.pool, n, &|t| {
+            // SAFETY: token `t`'s rows are this call's alone.
+            let (xt, xnt) = unsafe { (row(x, t, h), row(xn, t, h)) };
+            ops::rms_norm(tier, xt, &layer.attn_norm, eps, xnt);
+            quantize_row(&writers, tier, t, xnt);
+        });
+        let qkv_rows = self.cfg.qkv_rows();
+        products(
+            &self.pool,
+            tier,
+            &b.acts,
+            &layer.qkv.parts,
+            &layer.qkv.offsets,
+            Out(b.qkv.as_mut_ptr()),
+            qkv_rows,
+            n,
+        );
+        let swa = self.cfg.family.is_swa(l);
+        // Windowed layers have their own rotations when the family says so (Gemma 3).
+        let ri = usize::from(swa && self.ropes.len() > 1);
+        rope_and_store(
+            &self.pool,
+            tier,
+            &self.cfg,
+            &self.ropes[ri],
+            ri,
+            layer,
+            b,
+            cache,
+            l,
+            pos,
+            n,
+        );
+        attend(&self.pool, tier, &self.cfg, swa, b, cache, l, pos, n);
+        let att_w = self.cfg.q_rows();
+        let att = Out(b.att.as_mut_ptr());
+        let writers = prepare_acts(&mut b.acts, &layer.wo.parts, n, att_w);
+        rows(&self.pool, n, &|t| {
+            // SAFETY: token `t`'s row is this call's alone.
+            quantize_row(&writers, tier, t, unsafe { row(att, t, att_w) });
+        });
+        products(
+            &self.pool,
+            tier,
+            &b.acts,
+            &layer.wo.parts,
+            &layer.wo.offsets,
+            tmp,
+            h,
+            n,
+        );
+        // Residual (after Gemma's output norm), then the feed-forward block's norm and
+        // input.
+        let post = layer.post_norms.as_ref();
+        let writers = prepare_acts(&mut b.acts, &layer.gate_up.parts, n, h);
+        rows(&self.pool, n, &|t| {
+            // SAFETY: token `t`'s rows are this call's alone.
+            let (xt, xnt, tt) = unsafe { (row(x, t, h), row(xn, t, h), row(tmp, t, h)) };
+            add_output(tier, eps, post.map(|p| p.0.as_slice()), xt, tt, xnt);
+            ops::rms_norm(tier, xt, &layer.ffn_norm, eps, xnt);
+            quantize_row(&writers, tier, t, xnt);
+        });
+        let gu = Out(b.gu.as_mut_ptr());
+        products(
+            &self.pool,
+            tier,
+            &b.acts,
+            &layer.gate_up.parts,
+            &layer.gate_up.offsets,
+            gu,
+            2 * f,
+            n,
+        );
+        let hb = Out(b.h.as_mut_ptr());
+        let act = self.cfg.family.act;
+        let writers = prepare_acts(&mut b.acts, &layer.down.parts, n, f);
+        rows(&self.pool, n, &|t| {
+            // SAFETY: token `t`'s rows are this call's alone.
+            let (g, ht) = unsafe { (row(gu, t, 2 * f), row(hb, t, f)) };
+            match act {
+                Activation::Silu => ops::silu_mul(tier, &g[..f], &g[f..], ht),
+                Activation::GeluTanh => ops::gelu_mul(tier, &g[..f], &g[f..], ht),
+            }
+            quantize_row(&writers, tier, t, ht);
+        });
+        products(
+            &self.pool,
+            tier,
+            &b.acts,
+            &layer.down.parts,
+            &layer.down.offsets,
+            tmp,
+            h,
+            n,
+        );
+        rows(&self.pool, n, &|t| {
+            // SAFETY: token `t`'s rows are this call's alone.
+            let (xt, xnt, tt) = unsafe { (row(x, t, h), row(xn, t, h), row(tmp, t, h)) };
+            add_output(tier, eps, post.map(|p| p.1.as_slice()), xt, tt, xnt);
+        });
+    }
+}
+
+/// `x += out`, or `x += rms_norm(out) · norm` with an output norm (`scratch` holds it).
+fn add_output(
+    tier: Tier,
+    eps: f32,
+    norm: Option<&[f32]>,
+    x: &mut [f32],
+    out: &[f32],
+    scratch: &mut [f32],
+) {
+    let add = match norm {
+        Some(w) => {
+            ops::rms_norm(tier, out, w, eps, scratch);
+            &*scratch
+        }
+        None => out,
+    };
+    for (a, v) in x.iter_mut().zip(add.iter()) {
+        *a += v;
+    }
+}
+
+/// Adds the query/key/value biases, normalises query and key heads (Qwen3, Gemma 3),
+/// rotates them with rotation set `ri`'s angles, and stores the new keys and values in
+/// the cache.
+#[allow(clippy::too_many_arguments)]
+fn rope_and_store(
+    pool: &Pool,
+    tier: Tier,
+    cfg: &Config,
+    rope: &Rope,
+    ri: usize,
+    layer: &weights::Layer,
+    b: &mut Buffers,
+    cache: &mut KvCache,
+    l: usize,
+    pos: usize,
+    n: usize,
+) {
+    let (hd, heads, kvh) = (cfg.head_dim, cfg.heads, cfg.kv_heads);
+    let ld = cfg.qkv_rows();
+    let cap = cache.cap();
+    let cache_ty = cache.ty();
+    let (k, v) = cache.layer_mut(l);
+    let (kp, vp) = (KvOut(k.as_mut_ptr()), KvOut(v.as_mut_ptr()));
+    let f32kv = cache_ty == KvType::F32;
+    let qkv = Out(b.qkv.as_mut_ptr());
+    let cs = &b.cs[ri];
+    let eps = cfg.eps;
+    rows(pool, n, &|t| {
+        // SAFETY: token `t`'s row is this call's alone.
+        let r = unsafe { row(qkv, t, ld) };
+        if let Some(bias) = &layer.qkv_bias {
+            for (a, bv) in r.iter_mut().zip(bias) {
+                *a += bv;
+            }
+        }
+        for head in 0..heads + kvh {
+            let x = &mut r[head * hd..(head + 1) * hd];
+            if let Some((qn, kn)) = &layer.qk_norm {
+                let mut copy = [0f32; MAX_HEAD_DIM];
+                copy[..hd].copy_from_slice(x);
+                let w = if head < heads { qn } else { kn };
+                ops::rms_norm(tier, &copy[..hd], w, eps, x);
+            }
+            rope.apply(x, &cs[t]);
+        }
+        let p = pos + t;
+        for head in 0..kvh {
+            let kr = &r[(heads + head) * hd..(heads + head + 1) * hd];
+            let vr = &r[(heads + kvh + head) * hd..(heads + kvh + head + 1) * hd];
+            for d in 0..hd {
+                let (ki, vi) = (
+                    kv::k_index(cap, hd, head, p, d),
+                    kv::v_index(cap, hd, head, p, d),
+                );
+                // SAFETY: position `p` of every head is this token's alone, and the
+                // cache holds `cap >= pos + n` positions of the cache's type.
+                unsafe {
+                    if f32kv {
+                        *kp.get().cast::<f32>().add(ki) = kr[d];
+                        *vp.get().cast::<f32>().add(vi) = vr[d];
+                    } else {
+                        *kp.get().cast::<u16>().add(ki) = half::f16::from_f32(kr[d]).to_bits();
+                        *vp.get().cast::<u16>().add(vi) = half::f16::from_f32(vr[d]).to_bits();
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// A raw pointer into the cache that threads write through, each its own positions.
+#[derive(Clone, Copy)]
+struct KvOut(*mut u8);
+// SAFETY: each thread writes only the positions of its own tokens.
+unsafe impl Send for KvOut {}
+// SAFETY: as above.
+unsafe impl Sync for KvOut {}
+
+impl KvOut {
+    fn get(self) -> *mut u8 {
+        self.0
+    }
+}
+
+/// The attention of layer `l` for the new tokens, into `b.att`.
+#[allow(clippy::too_many_arguments)]
+fn attend(
+    pool: &Pool,
+    tier: Tier,
+    cfg: &Config,
+    swa: bool,
+    b: &mut Buffers,
+    cache: &KvCache,
+    l: usize,
+    pos: usize,
+    n: usize,
+) {
+    let shape = Shape {
+        heads: cfg.heads,
+        kv_heads: cfg.kv_heads,
+        head_dim: cfg.head_dim,
+        cap: cache.cap(),
+        pos,
+        tokens: n,
+        ldq: cfg.qkv_rows(),
+        kv: cache.ty(),
+        window: match cfg.family.window {
+            Some(w) if swa => w,
+            _ => usize::MAX,
+        },
+        scale: cfg
+            .family
+            .attn_scale
+            .unwrap_or_else(|| 1.0 / (cfg.head_dim as f32).sqrt()),
+    };
+    let ldo = cfg.q_rows();
+    let (items, chunks) = attention::plan(&shape, pool.threads());
+    let (k, v) = cache.layer(l);
+    let q = b.qkv.as_ptr() as usize;
+    let out = Out(b.att.as_mut_ptr());
+    if b.states.len() < items.len() {
+        b.states
+            .resize_with(items.len(), || attention::State::new(cfg.head_dim));
+    }
+    let scratch = ScratchPtr(b.attn.as_mut_ptr());
+    let states = StatePtr(b.states.as_mut_ptr());
+    pool.run(items.len(), &|thread, idx| {
+        // SAFETY: thread `thread` alone uses scratch `thread`.
+        let scratch = unsafe { &mut *scratch.get().add(thread) };
+        let item = items[idx];
+        // SAFETY: `q` is the query buffer of `n` rows of `ldq`; `k`/`v` hold the
+        // positions `0..pos + n`; `tier` was checked at load.
+        unsafe { attention::run_item(tier, &shape, q as *const f32, k, v, item, scratch) };
+        if chunks > 1 {
+            // SAFETY: item `idx` is run by this thread only.
+            unsafe { core::ptr::swap(&mut scratch.state, states.get().add(idx)) };
+        } else {
+            // SAFETY: each item writes its own heads and tokens.
+            unsafe { attention::write(&shape, item, &scratch.state, out.get(), ldo) };
+        }
+    });
+    if chunks > 1 {
+        for (group, its) in items.chunks(chunks).enumerate() {
+            let parts: Vec<&attention::State> = (0..its.len())
+                .map(|c| &b.states[group * chunks + c])
+                .collect();
+            // SAFETY: one thread; the item's rows are in `b.att`.
+            unsafe { attention::combine(&shape, its[0], &parts, out.get(), ldo) };
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct ScratchPtr(*mut Scratch);
+// SAFETY: thread `i` of a round uses only element `i`.
+unsafe impl Send for ScratchPtr {}
+// SAFETY: as above.
+unsafe impl Sync for ScratchPtr {}
+
+impl ScratchPtr {
+    fn get(self) -> *mut Scratch {
+        self.0
+    }
+}
+
+#[derive(Clone, Copy)]
+struct StatePtr(*mut attention::State);
+// SAFETY: each item's state is used by the one thread that runs the item.
+unsafe impl Send for StatePtr {}
+// SAFETY: as above.
+unsafe impl Sync for StatePtr {}
+
+impl StatePtr {
+    fn get(self) -> *mut attention::State {
+        self.0
+    }
+}
