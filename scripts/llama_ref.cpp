@@ -10,7 +10,8 @@
 //   logits LAST     token ids in; the logits of the last LAST positions, little-endian f32,
 //                   LAST rows of the vocabulary size
 // env: REF_CTX (context window, default: enough for the input, at least 512),
-//      REF_THREADS (default 2).
+//      REF_THREADS (default 2), REF_FLASH_ATTN (1: llama.cpp's flash attention; default
+//      off, as ragd's attention).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -106,7 +107,8 @@ int main(int argc, char ** argv) {
     // last batch.
     cp.n_batch = cp.n_ubatch = mode == "greedy" ? 512 : std::max<int>(512, (int) ids.size());
     cp.n_threads = cp.n_threads_batch = env_int("REF_THREADS", 2);
-    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    cp.flash_attn_type = env_int("REF_FLASH_ATTN", 0) ? LLAMA_FLASH_ATTN_TYPE_ENABLED
+                                                       : LLAMA_FLASH_ATTN_TYPE_DISABLED;
     cp.no_perf = true;
     llama_context * ctx = llama_init_from_model(model, cp);
     if (!ctx) {
