@@ -42,14 +42,11 @@ fn gguf_python() -> Option<PathBuf> {
     })
 }
 
-/// Every tensor of `path`: name, type, dims (rows, cols), its weights as f32 (decoded by
-/// ragd).
-fn decode_all(
-    path: &Path,
-) -> (
-    Vec<(String, Value)>,
-    Vec<(String, WeightType, Vec<usize>, Vec<f32>)>,
-) {
+/// A tensor: name, type, dims, its weights as f32 (decoded by ragd).
+type Decoded = (String, WeightType, Vec<usize>, Vec<f32>);
+
+/// The metadata (without ragd's type keys) and every tensor of `path`.
+fn decode_all(path: &Path) -> (Vec<(String, Value)>, Vec<Decoded>) {
     let mut reader = BufReader::new(File::open(path).unwrap());
     let content = gguf::read_content(&mut reader).unwrap();
     let metadata = content
