@@ -4,7 +4,9 @@
 #
 # Files: random-weight GGUFs with the exact shape of Qwen2.5-0.5B in Q8_0 and Q4_0
 # (../shared/tools/make_random_gguf.py) and in a Q4_K_M-style mix (scripts/make_q4km_gguf.py:
-# Q4_K / Q6_K with llama.cpp's Q5_0 / Q8_0 fallbacks), and the real default model
+# Q4_K / Q6_K with llama.cpp's Q5_0 / Q8_0 fallbacks); q3_k_m, iq4_xs and q2_k are the F16
+# random file quantized by llama.cpp's own llama-quantize (its real mix: rows of 896 fall
+# back to IQ4_NL and others; $RAGD_LLAMA_QUANTIZE or the llama-bench build's); and the real default model
 # models/SmolLM2-135M-Instruct.Q4_1.gguf (scripts/setup.sh installs it). The generated
 # files (~1.3 GB) are kept in DIR between runs; the python packages they need (gguf, numpy)
 # go into a venv under ${XDG_CACHE_HOME:-~/.cache}/ragd-bench.
@@ -19,7 +21,7 @@
 # machine's load: only ratios from one run mean anything, and the load average is printed.
 #
 # Usage: scripts/bench_llm.sh [DIR]     env: REPS, THREADS (2), PP (512), TG (128), FILES
-#        (space-separated subset of: q8_0 q4_0 q4_k_m smollm2)
+#        (space-separated subset of: q8_0 q4_0 q4_k_m q3_k_m iq4_xs q2_k smollm2)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root="$PWD"
@@ -48,6 +50,11 @@ for f in $files; do
   case "$f" in
     q8_0|q4_0) "$py" ../shared/tools/make_random_gguf.py --quant "$f" --out-dir "$dir" >&2 ;;
     q4_k_m) "$py" scripts/make_q4km_gguf.py "$p" >&2 ;;
+    q3_k_m|iq4_xs|q2_k)
+      quantize="${RAGD_LLAMA_QUANTIZE:-$HOME/.cache/llama-bench/build/bin/llama-quantize}"
+      f16="$(path_of f16)"
+      [ -f "$f16" ] || "$py" ../shared/tools/make_random_gguf.py --quant f16 --out-dir "$dir" >&2
+      "$quantize" --allow-requantize "$f16" "$p" "$(tr a-z A-Z <<<"$f")" 2 >&2 ;;
     smollm2) echo "$p is missing: run scripts/setup.sh" >&2; exit 1 ;;
     *) echo "unknown file kind $f" >&2; exit 1 ;;
   esac

@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ragd::ml::llm::tiny::{write_tiny_gguf_typed, write_tiny_gguf_unsupported};
+use ragd::ml::llm::tiny::{ggml_type, write_tiny_gguf_typed, write_tiny_gguf_unsupported};
 use ragd::ml::llm::{Arch, Backend, CpuOptions, KvType, LlmEngine};
 use ragd::ml::quant::{Tier, WeightType};
 use ragd::ml::MlError;
@@ -144,9 +144,11 @@ fn float_types_match_candle_with_either_cache() {
 #[test]
 fn quantized_types_match_candle() {
     let dir = tempfile::tempdir().unwrap();
+    // candle 0.9.2 has no IQ4_NL / IQ4_XS: those are checked against their F32 dequantization
+    // below.
     let quantized: Vec<WeightType> = WeightType::ALL
         .into_iter()
-        .filter(|t| !FLOAT_TYPES.contains(t))
+        .filter(|&t| !FLOAT_TYPES.contains(&t) && ggml_type(t).is_some())
         .collect();
     let results = against_candle(dir.path(), &quantized, KvType::F32);
     let within = results.iter().filter(|(_, e, _)| *e <= 1e-3).count();
@@ -272,17 +274,17 @@ fn a_prompt_longer_than_a_batch_gives_the_logits_of_its_halves() {
 #[test]
 fn unsupported_types_and_bad_input_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("q2k.gguf");
+    let path = dir.path().join("q8k.gguf");
     write_tiny_gguf_unsupported(&path, Arch::Llama).unwrap();
     match LlmEngine::load(&path, Backend::cpu()) {
         Err(MlError::Load(msg)) => {
             assert!(
-                msg.contains("token_embd.weight") && msg.contains("Q2K"),
+                msg.contains("token_embd.weight") && msg.contains("Q8K"),
                 "{msg}"
             );
         }
         Err(e) => panic!("expected a load error, got {e}"),
-        Ok(_) => panic!("a Q2_K model loaded"),
+        Ok(_) => panic!("a Q8_K model loaded"),
     }
     let mut e = cpu(&typed(dir.path(), Arch::Qwen2, WeightType::Q8_0), 1, None);
     let vocab = e.tokenizer().vocab_size() as u32;

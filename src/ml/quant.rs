@@ -6,7 +6,7 @@
 //! 64-byte vector holds four consecutive values of all 16 rows, and the scales in a stream
 //! of their own. Activations are quantized once per matrix input ([`acts`]) the way ggml
 //! does (int8 blocks of 32 with an f16 scale for the Q4/Q5/Q8 types, blocks of 256 for the
-//! K types), so a product is integer dot products of unsigned weights with signed
+//! K types and IQ4_XS), so a product is integer dot products of unsigned weights with signed
 //! activations, folded into floats block by block.
 //!
 //! Three kernel tiers compute exactly the same integers and the same floats up to
@@ -20,6 +20,7 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 pub mod formats;
+pub mod gguf;
 pub mod packed;
 mod scalar;
 
@@ -57,6 +58,14 @@ pub enum WeightType {
     Q5K,
     /// 6-bit K-quant: super-blocks of 256 in 16 sub-blocks with 8-bit scales.
     Q6K,
+    /// 2-bit K-quant: super-blocks of 256 in 16 sub-blocks with 4-bit scales and mins.
+    Q2K,
+    /// 3-bit K-quant: super-blocks of 256 in 16 sub-blocks with signed 6-bit scales.
+    Q3K,
+    /// 4-bit non-linear: blocks of 32 indexing ggml's `kvalues_iq4nl` table, f16 scale.
+    IQ4_NL,
+    /// 4-bit non-linear super-blocks of 256: 8 sub-blocks with signed 6-bit scales.
+    IQ4_XS,
 }
 
 impl WeightType {
@@ -68,8 +77,14 @@ impl WeightType {
             | WeightType::Q4_0
             | WeightType::Q4_1
             | WeightType::Q5_0
-            | WeightType::Q5_1 => 32,
-            WeightType::Q4K | WeightType::Q5K | WeightType::Q6K => 256,
+            | WeightType::Q5_1
+            | WeightType::IQ4_NL => 32,
+            WeightType::Q4K
+            | WeightType::Q5K
+            | WeightType::Q6K
+            | WeightType::Q2K
+            | WeightType::Q3K
+            | WeightType::IQ4_XS => 256,
         }
     }
 
@@ -86,6 +101,10 @@ impl WeightType {
             WeightType::Q4K => 144,
             WeightType::Q5K => 176,
             WeightType::Q6K => 210,
+            WeightType::Q2K => 84,
+            WeightType::Q3K => 110,
+            WeightType::IQ4_NL => 18,
+            WeightType::IQ4_XS => 136,
         }
     }
 
@@ -103,6 +122,10 @@ impl WeightType {
             WeightType::Q4K => "Q4_K",
             WeightType::Q5K => "Q5_K",
             WeightType::Q6K => "Q6_K",
+            WeightType::Q2K => "Q2_K",
+            WeightType::Q3K => "Q3_K",
+            WeightType::IQ4_NL => "IQ4_NL",
+            WeightType::IQ4_XS => "IQ4_XS",
         }
     }
 
@@ -111,13 +134,18 @@ impl WeightType {
         match self {
             WeightType::F32 | WeightType::F16 | WeightType::BF16 => ActKind::F32,
             WeightType::Q8_0 | WeightType::Q4_0 | WeightType::Q5_0 => ActKind::Q8,
-            WeightType::Q4_1 | WeightType::Q5_1 => ActKind::Q8,
-            WeightType::Q4K | WeightType::Q5K | WeightType::Q6K => ActKind::Q8K,
+            WeightType::Q4_1 | WeightType::Q5_1 | WeightType::IQ4_NL => ActKind::Q8,
+            WeightType::Q4K
+            | WeightType::Q5K
+            | WeightType::Q6K
+            | WeightType::Q2K
+            | WeightType::Q3K
+            | WeightType::IQ4_XS => ActKind::Q8K,
         }
     }
 
     /// Every type, for tests and benches.
-    pub const ALL: [WeightType; 11] = [
+    pub const ALL: [WeightType; 15] = [
         WeightType::F32,
         WeightType::F16,
         WeightType::BF16,
@@ -129,6 +157,10 @@ impl WeightType {
         WeightType::Q4K,
         WeightType::Q5K,
         WeightType::Q6K,
+        WeightType::Q2K,
+        WeightType::Q3K,
+        WeightType::IQ4_NL,
+        WeightType::IQ4_XS,
     ];
 }
 

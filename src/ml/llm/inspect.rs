@@ -4,7 +4,7 @@
 //! "Runnable" is decided by the checks the loader itself makes, called here in the same
 //! order: the architecture ([`Arch`]), the shape read from the metadata
 //! ([`cpu::config::Config::from_metadata`]), the kernels' type of every tensor
-//! ([`cpu::weights::weight_type`]) and the tokenizer. A family or tensor type added to
+//! ([`crate::ml::quant::gguf::tensor_type`]) and the tokenizer. A family or tensor type added to
 //! those is listed as runnable with no change here.
 
 use std::fs::File;
@@ -15,10 +15,10 @@ use candle_core::quantized::gguf_file::Content;
 use serde::Serialize;
 
 use super::cpu::config::Config;
-use super::cpu::weights::weight_type;
 use super::model::{md_str, md_u64, Arch};
 use super::tokenizer::LlmTokenizer;
 use super::MlError;
+use crate::ml::quant::gguf;
 
 /// One GGUF file as `ragd models list` shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -73,7 +73,7 @@ pub fn inspect(path: &Path) -> Result<GgufSummary, MlError> {
         File::open(path)
             .map_err(|e| MlError::Load(format!("cannot open {}: {e}", path.display())))?,
     );
-    let content = match Content::read(&mut reader) {
+    let content = match gguf::read_content(&mut reader) {
         Ok(c) => c,
         Err(e) => {
             // candle's message may carry a backtrace after its first line.
@@ -192,10 +192,10 @@ fn runnable(path: &Path, content: &Content) -> Result<(), MlError> {
     names.sort();
     for name in names {
         let info = &content.tensor_infos[name];
-        if weight_type(info.ggml_dtype).is_none() {
+        if gguf::tensor_type(&content, name, info.ggml_dtype).is_none() {
             return Err(MlError::Load(format!(
                 "tensor {name} has type {}, which ragd cannot run",
-                ggml_name(info.ggml_dtype)
+                gguf::type_name(&content, name, info.ggml_dtype)
             )));
         }
     }
@@ -212,8 +212,8 @@ fn quantization(content: &Content) -> String {
         return name.to_owned();
     }
     let mut counts: Vec<(String, u64)> = Vec::new();
-    for t in content.tensor_infos.values() {
-        let name = ggml_name(t.ggml_dtype);
+    for (tensor, t) in &content.tensor_infos {
+        let name = gguf::type_name(content, tensor, t.ggml_dtype);
         let n = t.shape.elem_count() as u64;
         match counts.iter_mut().find(|(k, _)| *k == name) {
             Some((_, c)) => *c += n,
@@ -225,15 +225,6 @@ fn quantization(content: &Content) -> String {
         .max_by_key(|(_, n)| *n)
         .map(|(k, _)| k)
         .unwrap_or_default()
-}
-
-/// A ggml type as llama.cpp writes it (`Q4_K`, not candle's `Q4K`).
-fn ggml_name(t: candle_core::quantized::GgmlDType) -> String {
-    let s = format!("{t:?}");
-    match s.strip_suffix('K') {
-        Some(head) if head.starts_with('Q') => format!("{head}_K"),
-        _ => s,
-    }
 }
 
 /// llama.cpp's `llama_ftype` names (`llama.h`), for `general.file_type`.
@@ -282,10 +273,21 @@ mod tests {
 
     #[test]
     fn names_types_as_llama_cpp_does() {
+        use candle_core::quantized::gguf_file::{Content, Value, VersionedMagic};
         use candle_core::quantized::GgmlDType;
-        assert_eq!(ggml_name(GgmlDType::Q4K), "Q4_K");
-        assert_eq!(ggml_name(GgmlDType::Q8_0), "Q8_0");
-        assert_eq!(ggml_name(GgmlDType::F16), "F16");
+        let mut content = Content {
+            magic: VersionedMagic::GgufV3,
+            metadata: Default::default(),
+            tensor_infos: Default::default(),
+            tensor_data_offset: 0,
+        };
+        content
+            .metadata
+            .insert(format!("{}a", gguf::TYPE_KEY), Value::U32(16));
+        assert_eq!(gguf::type_name(&content, "b", GgmlDType::Q4K), "Q4_K");
+        assert_eq!(gguf::type_name(&content, "b", GgmlDType::Q8_0), "Q8_0");
+        assert_eq!(gguf::type_name(&content, "b", GgmlDType::BF16), "BF16");
+        assert_eq!(gguf::type_name(&content, "a", gguf::STAND_IN), "IQ2_XXS");
         assert_eq!(file_type_name(15), Some("Q4_K_M"));
         assert_eq!(file_type_name(99), None);
     }

@@ -117,7 +117,7 @@ impl GgufFile {
         let file = File::open(path)
             .map_err(|e| MlError::Load(format!("cannot open {}: {e}", path.display())))?;
         let mut reader = BufReader::new(file);
-        let content = Content::read(&mut reader).map_err(|e| {
+        let content = crate::ml::quant::gguf::read_content(&mut reader).map_err(|e| {
             MlError::Load(format!("{} is not a readable GGUF: {e}", path.display()))
         })?;
         let arch_name = md_str(&content.metadata, "general.architecture").ok_or_else(|| {

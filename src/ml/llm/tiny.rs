@@ -79,7 +79,8 @@ pub fn write_tiny_gguf(path: &Path, arch: Arch) -> Result<(), MlError> {
 }
 
 /// Writes a tiny `arch` model of hidden size 256 whose matrices (embeddings and output
-/// layer included) are all of type `ty`, with random norm weights.
+/// layer included) are all of type `ty`, with random norm weights. Fails for the types
+/// candle cannot write (IQ4_NL, IQ4_XS).
 pub fn write_tiny_gguf_typed(path: &Path, arch: Arch, ty: WeightType) -> Result<(), MlError> {
     write_tiny_gguf_variant(path, arch, ty, TinyVariant::default())
 }
@@ -91,13 +92,15 @@ pub fn write_tiny_gguf_variant(
     ty: WeightType,
     variant: TinyVariant,
 ) -> Result<(), MlError> {
+    let ggml = ggml_type(ty)
+        .ok_or_else(|| MlError::Load(format!("candle cannot write {} tensors", ty.name())))?;
     write(
         path,
         arch,
         Spec {
             hidden: 256,
             ffn: 512,
-            ty: ggml_type(ty),
+            ty: ggml,
             random_norms: true,
             qk_scale: QK_SCALE,
             variant,
@@ -105,7 +108,7 @@ pub fn write_tiny_gguf_variant(
     )
 }
 
-/// Writes a tiny `arch` model whose matrices are Q2_K, a type ragd's engine does not run
+/// Writes a tiny `arch` model whose matrices are Q8_K, a type ragd's engine does not run
 /// (for load-error tests).
 pub fn write_tiny_gguf_unsupported(path: &Path, arch: Arch) -> Result<(), MlError> {
     write(
@@ -114,7 +117,7 @@ pub fn write_tiny_gguf_unsupported(path: &Path, arch: Arch) -> Result<(), MlErro
         Spec {
             hidden: 256,
             ffn: 512,
-            ty: GgmlDType::Q2K,
+            ty: GgmlDType::Q8K,
             random_norms: false,
             qk_scale: 1.0,
             variant: TinyVariant::default(),
@@ -122,9 +125,10 @@ pub fn write_tiny_gguf_unsupported(path: &Path, arch: Arch) -> Result<(), MlErro
     )
 }
 
-/// candle's name for a weight type.
-pub fn ggml_type(ty: WeightType) -> GgmlDType {
-    match ty {
+/// candle's name for a weight type; `None` for the types candle 0.9.2 lacks (IQ4_NL,
+/// IQ4_XS).
+pub fn ggml_type(ty: WeightType) -> Option<GgmlDType> {
+    Some(match ty {
         WeightType::F32 => GgmlDType::F32,
         WeightType::F16 => GgmlDType::F16,
         WeightType::BF16 => GgmlDType::BF16,
@@ -136,7 +140,10 @@ pub fn ggml_type(ty: WeightType) -> GgmlDType {
         WeightType::Q4K => GgmlDType::Q4K,
         WeightType::Q5K => GgmlDType::Q5K,
         WeightType::Q6K => GgmlDType::Q6K,
-    }
+        WeightType::Q2K => GgmlDType::Q2K,
+        WeightType::Q3K => GgmlDType::Q3K,
+        WeightType::IQ4_NL | WeightType::IQ4_XS => return None,
+    })
 }
 
 fn write(path: &Path, arch: Arch, mut spec: Spec) -> Result<(), MlError> {

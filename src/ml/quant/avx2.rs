@@ -22,9 +22,14 @@ const Q4_0: u8 = 1;
 const Q4_1: u8 = 2;
 const Q5_0: u8 = 3;
 const Q5_1: u8 = 4;
-const Q4K: u8 = 5;
-const Q5K: u8 = 6;
-const Q6K: u8 = 7;
+const IQ4NL: u8 = 5;
+// From here on: super-blocks of 256 (`KIND >= Q4K`).
+const Q4K: u8 = 6;
+const Q5K: u8 = 7;
+const Q6K: u8 = 8;
+const Q2K: u8 = 9;
+const Q3K: u8 = 10;
+const IQ4XS: u8 = 11;
 
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn matmul(
@@ -45,6 +50,10 @@ pub(super) unsafe fn matmul(
         WeightType::Q4K => run::<Q4K>(w, x, out, ldo, groups),
         WeightType::Q5K => run::<Q5K>(w, x, out, ldo, groups),
         WeightType::Q6K => run::<Q6K>(w, x, out, ldo, groups),
+        WeightType::Q2K => run::<Q2K>(w, x, out, ldo, groups),
+        WeightType::Q3K => run::<Q3K>(w, x, out, ldo, groups),
+        WeightType::IQ4_NL => run::<IQ4NL>(w, x, out, ldo, groups),
+        WeightType::IQ4_XS => run::<IQ4XS>(w, x, out, ldo, groups),
     }
 }
 
@@ -123,6 +132,18 @@ unsafe fn dp(acc: __m256i, w: __m256i, x: __m256i) -> __m256i {
 #[target_feature(enable = "avx2,f16c")]
 unsafe fn h8(p: *const u8) -> __m256 {
     _mm256_cvtph_ps(_mm_loadu_si128(p.cast()))
+}
+
+/// IQ4 values: `vpmaddubsw` of the activations' magnitudes (`|-128|` reads as the unsigned
+/// 128, which Q8_K activations can hold) with the signed table values carrying the
+/// activations' signs; `|K| ≤ 127` keeps the 16-bit pairs exact.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn dp_kvalues(acc: __m256i, idx: __m256i, x: __m256i) -> __m256i {
+    let table =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(super::formats::KVALUES.as_ptr().cast()));
+    let ws = _mm256_shuffle_epi8(table, idx);
+    dp(acc, _mm256_abs_epi8(x), _mm256_sign_epi8(ws, x))
 }
 
 /// Nibbles of 32 bytes.
@@ -208,8 +229,13 @@ unsafe fn small_tile<const KIND: u8, const N: usize>(tile: Tile, x: &Acts) {
                     }
                     for t in 0..N {
                         let base = xq.add((tile.t0 + t) * k + 32 * b);
-                        acc[t] = dp(acc[t], lo, bx(base.add(4 * c)));
-                        acc[t] = dp(acc[t], hi, bx(base.add(16 + 4 * c)));
+                        if KIND == IQ4NL {
+                            acc[t] = dp_kvalues(acc[t], lo, bx(base.add(4 * c)));
+                            acc[t] = dp_kvalues(acc[t], hi, bx(base.add(16 + 4 * c)));
+                        } else {
+                            acc[t] = dp(acc[t], lo, bx(base.add(4 * c)));
+                            acc[t] = dp(acc[t], hi, bx(base.add(16 + 4 * c)));
+                        }
                     }
                 }
             }
@@ -222,10 +248,10 @@ unsafe fn small_tile<const KIND: u8, const N: usize>(tile: Tile, x: &Acts) {
                     let s = _mm256_set1_ps(*x.s.get_unchecked(i));
                     facc[t] = _mm256_fmadd_ps(h8(pb.add(32 + 16 * h)), s, facc[t]);
                 } else {
-                    // Q8_0's dot is already signed (sign trick); 4/5-bit ones subtract
-                    // their offset times the activations' sum.
+                    // Q8_0's and IQ4_NL's dots are already signed (sign trick); 4/5-bit
+                    // ones subtract their offset times the activations' sum.
                     let z = match KIND {
-                        Q8_0 => 0,
+                        Q8_0 | IQ4NL => 0,
                         Q4_0 => 8,
                         _ => 16,
                     };
@@ -241,15 +267,15 @@ unsafe fn small_tile<const KIND: u8, const N: usize>(tile: Tile, x: &Acts) {
     }
 }
 
-/// The K types: `N` tokens, both halves of one group.
+/// The K types and IQ4_XS: `N` tokens, both halves of one group.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn k_tile<const KIND: u8, const N: usize>(tile: Tile, x: &Acts) {
     let k = x.cols();
     let xq = x.qs.as_ptr();
     let per = match KIND {
-        Q4K => 256,
         Q5K => 320,
-        _ => 384,
+        Q6K => 384,
+        _ => 256,
     };
     for h in 0..2 {
         if tile.rows <= 8 * h {
@@ -268,7 +294,7 @@ unsafe fn k_tile<const KIND: u8, const N: usize>(tile: Tile, x: &Acts) {
                 let mut dhi = [_mm256_setzero_si256(); N];
                 for c in 0..4 {
                     let (mut lo, mut hi) = nibbles(qj.add(64 * c + 32 * h));
-                    if KIND != Q4K {
+                    if KIND == Q5K || KIND == Q6K {
                         lo = high_bits(lo, half_mask(qj.add(256 + 16 * c), h), 16);
                         hi = high_bits(hi, half_mask(qj.add(264 + 16 * c), h), 16);
                     }
@@ -277,11 +303,51 @@ unsafe fn k_tile<const KIND: u8, const N: usize>(tile: Tile, x: &Acts) {
                         hi = high_bits(hi, half_mask(qj.add(328 + 16 * c), h), 32);
                     }
                     for t in 0..N {
-                        dlo[t] = dp(dlo[t], lo, bx(xj(t).add(4 * c)));
-                        dhi[t] = dp(dhi[t], hi, bx(xj(t).add(16 + 4 * c)));
+                        if KIND == IQ4XS {
+                            dlo[t] = dp_kvalues(dlo[t], lo, bx(xj(t).add(4 * c)));
+                            dhi[t] = dp_kvalues(dhi[t], hi, bx(xj(t).add(16 + 4 * c)));
+                        } else {
+                            dlo[t] = dp(dlo[t], lo, bx(xj(t).add(4 * c)));
+                            dhi[t] = dp(dhi[t], hi, bx(xj(t).add(16 + 4 * c)));
+                        }
                     }
                 }
-                if KIND == Q6K {
+                let s16 = |t: usize| {
+                    x.sum16
+                        .as_ptr()
+                        .add(((tile.t0 + t) * tile.blocks + b) * 16 + 2 * j)
+                };
+                let bytes8 = |at: usize| _mm_loadl_epi64(pb.add(at + 8 * h).cast());
+                if KIND == Q2K {
+                    let sc_lo = _mm256_cvtepu8_epi32(bytes8(64 + 32 * j));
+                    let sc_hi = _mm256_cvtepu8_epi32(bytes8(80 + 32 * j));
+                    let m_lo = _mm256_cvtepu8_epi32(bytes8(320 + 32 * j));
+                    let m_hi = _mm256_cvtepu8_epi32(bytes8(336 + 32 * j));
+                    for t in 0..N {
+                        let s = s16(t);
+                        a[t] = _mm256_add_epi32(a[t], _mm256_mullo_epi32(dlo[t], sc_lo));
+                        a[t] = _mm256_add_epi32(a[t], _mm256_mullo_epi32(dhi[t], sc_hi));
+                        let ml = _mm256_mullo_epi32(m_lo, _mm256_set1_epi32(*s));
+                        let mh = _mm256_mullo_epi32(m_hi, _mm256_set1_epi32(*s.add(1)));
+                        mn[t] = _mm256_add_epi32(mn[t], _mm256_add_epi32(ml, mh));
+                    }
+                } else if KIND == Q3K {
+                    let sc_lo = _mm256_cvtepi8_epi32(bytes8(32 + 32 * j));
+                    let sc_hi = _mm256_cvtepi8_epi32(bytes8(48 + 32 * j));
+                    for t in 0..N {
+                        let s = s16(t);
+                        let lo = _mm256_sub_epi32(dlo[t], _mm256_set1_epi32(4 * *s));
+                        let hi = _mm256_sub_epi32(dhi[t], _mm256_set1_epi32(4 * *s.add(1)));
+                        a[t] = _mm256_add_epi32(a[t], _mm256_mullo_epi32(lo, sc_lo));
+                        a[t] = _mm256_add_epi32(a[t], _mm256_mullo_epi32(hi, sc_hi));
+                    }
+                } else if KIND == IQ4XS {
+                    let sc = _mm256_cvtepi8_epi32(bytes8(32 + 16 * j));
+                    for t in 0..N {
+                        let dot = _mm256_add_epi32(dlo[t], dhi[t]);
+                        a[t] = _mm256_add_epi32(a[t], _mm256_mullo_epi32(dot, sc));
+                    }
+                } else if KIND == Q6K {
                     let sc_lo = _mm256_cvtepi8_epi32(_mm_loadl_epi64(
                         pb.add(32 + 16 * (2 * j) + 8 * h).cast(),
                     ));
@@ -318,7 +384,7 @@ unsafe fn k_tile<const KIND: u8, const N: usize>(tile: Tile, x: &Acts) {
             for t in 0..N {
                 let dx = _mm256_set1_ps(*x.d.get_unchecked((tile.t0 + t) * tile.blocks + b));
                 facc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a[t]), _mm256_mul_ps(d, dx), facc[t]);
-                if KIND != Q6K {
+                if KIND == Q4K || KIND == Q5K || KIND == Q2K {
                     let dmin = _mm256_mul_ps(h8(pb.add(32 + 16 * h)), dx);
                     facc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mn[t]), dmin, facc[t]);
                 }

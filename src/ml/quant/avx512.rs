@@ -23,9 +23,25 @@ const Q4_0: u8 = 1;
 const Q4_1: u8 = 2;
 const Q5_0: u8 = 3;
 const Q5_1: u8 = 4;
-const Q4K: u8 = 5;
-const Q5K: u8 = 6;
-const Q6K: u8 = 7;
+const IQ4NL: u8 = 5;
+// From here on: super-blocks of 256 (`KIND >= Q4K`).
+const Q4K: u8 = 6;
+const Q5K: u8 = 7;
+const Q6K: u8 = 8;
+const Q2K: u8 = 9;
+const Q3K: u8 = 10;
+const IQ4XS: u8 = 11;
+
+/// `KVALUES + 128` (unsigned, for `vpdpbusd`), the nibble look-up table of IQ4_NL/XS.
+const KV_U8: [u8; 16] = {
+    let mut t = [0u8; 16];
+    let mut i = 0;
+    while i < 16 {
+        t[i] = (super::formats::KVALUES[i] as u8) ^ 0x80;
+        i += 1;
+    }
+    t
+};
 
 /// Tokens per tile for the 32-value block types and for the K types (which hold more
 /// accumulators per token).
@@ -51,6 +67,10 @@ pub(super) unsafe fn matmul(
         WeightType::Q4K => run::<Q4K>(w, x, out, ldo, groups),
         WeightType::Q5K => run::<Q5K>(w, x, out, ldo, groups),
         WeightType::Q6K => run::<Q6K>(w, x, out, ldo, groups),
+        WeightType::Q2K => run::<Q2K>(w, x, out, ldo, groups),
+        WeightType::Q3K => run::<Q3K>(w, x, out, ldo, groups),
+        WeightType::IQ4_NL => run::<IQ4NL>(w, x, out, ldo, groups),
+        WeightType::IQ4_XS => run::<IQ4XS>(w, x, out, ldo, groups),
     }
 }
 
@@ -183,7 +203,15 @@ unsafe fn high_bits(v: __m512i, p: *const u8, bit: i8) -> __m512i {
     _mm512_mask_add_epi8(v, mask, v, _mm512_set1_epi8(bit))
 }
 
-/// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1: `N` tokens of one group, all blocks of 32.
+/// The IQ4 values (`K + 128`) of 64 nibble indices.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn kvalues(idx: __m512i) -> __m512i {
+    let table = _mm512_broadcast_i32x4(_mm_loadu_si128(KV_U8.as_ptr().cast()));
+    _mm512_shuffle_epi8(table, idx)
+}
+
+/// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL: `N` tokens of one group, all blocks of 32.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
 unsafe fn small_tile<const KIND: u8, const N: usize>(tile: Tile, x: &Acts) {
     let k = x.cols();
@@ -214,6 +242,10 @@ unsafe fn small_tile<const KIND: u8, const N: usize>(tile: Tile, x: &Acts) {
                     lo = high_bits(lo, qb.add(256 + 16 * c), 16);
                     hi = high_bits(hi, qb.add(264 + 16 * c), 16);
                 }
+                if KIND == IQ4NL {
+                    lo = kvalues(lo);
+                    hi = kvalues(hi);
+                }
                 for t in 0..N {
                     let base = xq.add((tile.t0 + t) * k + 32 * b);
                     acc[t] = dp(acc[t], lo, bx(base.add(4 * c)));
@@ -239,7 +271,7 @@ unsafe fn small_tile<const KIND: u8, const N: usize>(tile: Tile, x: &Acts) {
                 facc[t] = _mm512_fmadd_ps(h16(pb.add(32)), s, facc[t]);
             } else {
                 let z = match KIND {
-                    Q8_0 => 128,
+                    Q8_0 | IQ4NL => 128,
                     Q4_0 => 8,
                     _ => 16,
                 };
@@ -254,7 +286,7 @@ unsafe fn small_tile<const KIND: u8, const N: usize>(tile: Tile, x: &Acts) {
     }
 }
 
-/// Q4_K, Q5_K, Q6_K: `N` tokens of one group, super-blocks of 256.
+/// Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS: `N` tokens of one group, super-blocks of 256.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
 unsafe fn k_tile<const KIND: u8, const N: usize>(tile: Tile, x: &Acts) {
     let k = x.cols();
@@ -267,9 +299,9 @@ unsafe fn k_tile<const KIND: u8, const N: usize>(tile: Tile, x: &Acts) {
         let mut mn = [_mm512_setzero_si512(); N];
         for j in 0..8 {
             let per = match KIND {
-                Q4K => 256,
                 Q5K => 320,
-                _ => 384,
+                Q6K => 384,
+                _ => 256,
             };
             let qj = qb.add(per * j);
             let xj = |t: usize| xq.add((tile.t0 + t) * k + 256 * b + 32 * j);
@@ -312,6 +344,45 @@ unsafe fn k_tile<const KIND: u8, const N: usize>(tile: Tile, x: &Acts) {
                     a[t] = _mm512_add_epi32(a[t], _mm512_mullo_epi32(lo, sc_lo));
                     a[t] = _mm512_add_epi32(a[t], _mm512_mullo_epi32(hi, sc_hi));
                 }
+            } else if KIND == Q2K || KIND == Q3K {
+                // Two sub-blocks of 16 (low nibbles, then high), as Q6_K's.
+                let mut dlo = [_mm512_setzero_si512(); N];
+                let mut dhi = [_mm512_setzero_si512(); N];
+                for c in 0..4 {
+                    let (lo, hi) = nibbles(qj.add(64 * c));
+                    for t in 0..N {
+                        dlo[t] = dp(dlo[t], lo, bx(xj(t).add(4 * c)));
+                        dhi[t] = dp(dhi[t], hi, bx(xj(t).add(16 + 4 * c)));
+                    }
+                }
+                let s16 = |t: usize| {
+                    x.sum16
+                        .as_ptr()
+                        .add(((tile.t0 + t) * tile.blocks + b) * 16 + 2 * j)
+                };
+                if KIND == Q2K {
+                    let sc = |i: usize| _mm512_cvtepu8_epi32(_mm_loadu_si128(pb.add(i).cast()));
+                    let (sc_lo, sc_hi) = (sc(64 + 32 * j), sc(80 + 32 * j));
+                    let (m_lo, m_hi) = (sc(320 + 32 * j), sc(336 + 32 * j));
+                    for t in 0..N {
+                        let s = s16(t);
+                        a[t] = _mm512_add_epi32(a[t], _mm512_mullo_epi32(dlo[t], sc_lo));
+                        a[t] = _mm512_add_epi32(a[t], _mm512_mullo_epi32(dhi[t], sc_hi));
+                        let ml = _mm512_mullo_epi32(m_lo, _mm512_set1_epi32(*s));
+                        let mh = _mm512_mullo_epi32(m_hi, _mm512_set1_epi32(*s.add(1)));
+                        mn[t] = _mm512_add_epi32(mn[t], _mm512_add_epi32(ml, mh));
+                    }
+                } else {
+                    let sc = |i: usize| _mm512_cvtepi8_epi32(_mm_loadu_si128(pb.add(i).cast()));
+                    let (sc_lo, sc_hi) = (sc(32 + 32 * j), sc(48 + 32 * j));
+                    for t in 0..N {
+                        let s = s16(t);
+                        let lo = _mm512_sub_epi32(dlo[t], _mm512_set1_epi32(4 * *s));
+                        let hi = _mm512_sub_epi32(dhi[t], _mm512_set1_epi32(4 * *s.add(1)));
+                        a[t] = _mm512_add_epi32(a[t], _mm512_mullo_epi32(lo, sc_lo));
+                        a[t] = _mm512_add_epi32(a[t], _mm512_mullo_epi32(hi, sc_hi));
+                    }
+                }
             } else {
                 let mut dd = [_mm512_setzero_si512(); N];
                 for c in 0..4 {
@@ -320,10 +391,25 @@ unsafe fn k_tile<const KIND: u8, const N: usize>(tile: Tile, x: &Acts) {
                         lo = high_bits(lo, qj.add(256 + 16 * c), 16);
                         hi = high_bits(hi, qj.add(264 + 16 * c), 16);
                     }
+                    if KIND == IQ4XS {
+                        lo = kvalues(lo);
+                        hi = kvalues(hi);
+                    }
                     for t in 0..N {
                         dd[t] = dp(dd[t], lo, bx(xj(t).add(4 * c)));
                         dd[t] = dp(dd[t], hi, bx(xj(t).add(16 + 4 * c)));
                     }
+                }
+                if KIND == IQ4XS {
+                    let sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(pb.add(32 + 16 * j).cast()));
+                    for t in 0..N {
+                        let s32 = *x
+                            .sum32
+                            .get_unchecked(((tile.t0 + t) * tile.blocks + b) * 8 + j);
+                        let v = _mm512_sub_epi32(dd[t], _mm512_set1_epi32(128 * s32));
+                        a[t] = _mm512_add_epi32(a[t], _mm512_mullo_epi32(v, sc));
+                    }
+                    continue;
                 }
                 let sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(pb.add(64 + 16 * j).cast()));
                 let mv = _mm512_cvtepu8_epi32(_mm_loadu_si128(pb.add(192 + 16 * j).cast()));
@@ -340,7 +426,7 @@ unsafe fn k_tile<const KIND: u8, const N: usize>(tile: Tile, x: &Acts) {
         for t in 0..N {
             let dx = _mm512_set1_ps(*x.d.get_unchecked((tile.t0 + t) * tile.blocks + b));
             facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a[t]), _mm512_mul_ps(d, dx), facc[t]);
-            if KIND != Q6K {
+            if KIND == Q4K || KIND == Q5K || KIND == Q2K {
                 let dmin = _mm512_mul_ps(h16(pb.add(32)), dx);
                 facc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mn[t]), dmin, facc[t]);
             }

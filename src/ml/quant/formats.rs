@@ -10,6 +10,11 @@
 //! - Q4_1, Q5_1: `w = d·q + m`
 //! - Q4_K, Q5_K: `w = d·sc_j·q − dmin·m_j` (8 sub-blocks of 32, 6-bit `sc`, `m`)
 //! - Q6_K: `w = d·sc_j·(q − 32)` (16 sub-blocks of 16, signed 8-bit `sc`)
+//! - Q2_K: `w = d·sc_j·q − dmin·m_j` (16 sub-blocks of 16, 4-bit `sc`, `m`, 2-bit `q`)
+//! - Q3_K: `w = d·sc_j·(q − 4)` (16 sub-blocks of 16, `sc` = 6-bit scale − 32 stored as a
+//!   signed byte, `q` = low 2 bits + 4·high bit)
+//! - IQ4_NL: `w = d·K[q]`, IQ4_XS: `w = d·sc_j·K[q]` (8 sub-blocks of 32, `sc` = 6-bit
+//!   scale − 32 as a signed byte), `K` = [`KVALUES`], `q` the 4-bit index
 
 use half::f16;
 
@@ -26,12 +31,17 @@ pub struct Row {
     /// Q4_1/Q5_1: per block, the offset `m` (f16 bits); K types (not Q6_K): per super-block,
     /// `dmin` (f16 bits).
     pub m: Vec<u16>,
-    /// K types: per sub-block, the scale (`sc`, 6-bit for Q4_K/Q5_K, signed for Q6_K,
-    /// stored as its byte).
+    /// K types and IQ4_XS: per sub-block, the scale (`sc`, 6-bit for Q4_K/Q5_K, 4-bit for
+    /// Q2_K, signed for Q6_K, Q3_K and IQ4_XS, stored as its byte).
     pub sc: Vec<u8>,
-    /// Q4_K/Q5_K: per sub-block, the 6-bit min.
+    /// Q4_K/Q5_K: per sub-block, the 6-bit min; Q2_K: the 4-bit min.
     pub mins: Vec<u8>,
 }
+
+/// ggml's `kvalues_iq4nl`: the 16 values a 4-bit IQ4_NL / IQ4_XS index stands for.
+pub const KVALUES: [i8; 16] = [
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+];
 
 /// Bytes of one row of `cols` values of type `ty` in the file.
 pub fn row_bytes(ty: WeightType, cols: usize) -> usize {
@@ -131,6 +141,53 @@ pub fn decode_row(ty: WeightType, bytes: &[u8], cols: usize) -> Row {
                 }
                 row.q.extend_from_slice(&values);
             }
+            WeightType::Q2K | WeightType::Q3K => {
+                // Q2_K: scales[16], qs[64], d, dmin. Q3_K: hmask[32], qs[64], scales[12], d.
+                let (qs, hmask) = if ty == WeightType::Q2K {
+                    for &s in &block[0..16] {
+                        row.sc.push(s & 0x0F);
+                        row.mins.push(s >> 4);
+                    }
+                    row.d.push(u16le(block, 80));
+                    row.m.push(u16le(block, 82));
+                    (&block[16..80], None)
+                } else {
+                    row.sc
+                        .extend(q3k_scales(&block[96..108]).map(|s| (s - 32) as u8));
+                    row.d.push(u16le(block, 108));
+                    (&block[32..96], Some(&block[0..32]))
+                };
+                // Each 32 bytes of qs hold 128 values: 2-bit fields at shifts 0, 2, 4, 6,
+                // each 32 consecutive values (16 from bytes 0..16, 16 from 16..32).
+                for (n, q32) in qs.chunks_exact(32).enumerate() {
+                    for shift in 0..4 {
+                        let bit = 4 * n + shift;
+                        for (l, b) in q32.iter().enumerate() {
+                            let high = hmask.map_or(0, |h| ((h[l] >> bit) & 1) << 2);
+                            row.q.push(((b >> (2 * shift)) & 3) | high);
+                        }
+                    }
+                }
+            }
+            WeightType::IQ4_NL => {
+                row.d.push(u16le(block, 0));
+                row.q.extend(block[2..18].iter().map(|b| b & 0x0F));
+                row.q.extend(block[2..18].iter().map(|b| b >> 4));
+            }
+            WeightType::IQ4_XS => {
+                // d, scales_h (u16), scales_l[4], qs[128]
+                row.d.push(u16le(block, 0));
+                let high = u16le(block, 2);
+                for j in 0..8 {
+                    let low = (block[4 + j / 2] >> (4 * (j % 2))) & 0x0F;
+                    let ls = low | ((((high >> (2 * j)) & 3) as u8) << 4);
+                    row.sc.push((ls as i8 - 32) as u8);
+                }
+                for q16 in block[8..136].chunks_exact(16) {
+                    row.q.extend(q16.iter().map(|b| b & 0x0F));
+                    row.q.extend(q16.iter().map(|b| b >> 4));
+                }
+            }
             WeightType::F32 | WeightType::F16 | WeightType::BF16 => {
                 unreachable!("float rows are not decoded into canonical form")
             }
@@ -150,6 +207,18 @@ fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
             (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
         )
     }
+}
+
+/// The sixteen 6-bit scales (0..63) of a Q3_K super-block from its 12 bytes: low nibbles
+/// in bytes 0..8, high 2-bit pairs in bytes 8..12 (ggml's `kmask` unpacking).
+fn q3k_scales(s: &[u8]) -> [i8; 16] {
+    let mut out = [0i8; 16];
+    for (j, o) in out.iter_mut().enumerate() {
+        let low = if j < 8 { s[j] & 0x0F } else { s[j - 8] >> 4 };
+        let high = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+        *o = (low | (high << 4)) as i8;
+    }
+    out
 }
 
 fn u16le(b: &[u8], at: usize) -> u16 {
@@ -177,6 +246,16 @@ pub fn dequantize(ty: WeightType, row: &Row) -> Vec<f32> {
                 h2f(row.d[s]) * f32::from(row.sc[j]) * q - h2f(row.m[s]) * f32::from(row.mins[j])
             }
             WeightType::Q6K => h2f(row.d[i / 256]) * f32::from(row.sc[i / 16] as i8) * (q - 32.0),
+            WeightType::Q2K => {
+                let (s, j) = (i / 256, i / 16);
+                h2f(row.d[s]) * f32::from(row.sc[j]) * q - h2f(row.m[s]) * f32::from(row.mins[j])
+            }
+            WeightType::Q3K => h2f(row.d[i / 256]) * f32::from(row.sc[i / 16] as i8) * (q - 4.0),
+            WeightType::IQ4_NL => h2f(row.d[i / 32]) * f32::from(KVALUES[usize::from(row.q[i])]),
+            WeightType::IQ4_XS => {
+                let dl = h2f(row.d[i / 256]) * f32::from(row.sc[i / 32] as i8);
+                dl * f32::from(KVALUES[usize::from(row.q[i])])
+            }
             WeightType::F32 | WeightType::F16 | WeightType::BF16 => unreachable!(),
         };
         out.push(w);

@@ -12,6 +12,10 @@
 //! - `params`: the block's scales for the 16 rows, as the file stores them (f16 bits,
 //!   6- or 8-bit sub-block scales), transposed so 16 rows' values are contiguous.
 //!
+//! Q2_K and Q3_K values (at most 7) are packed as nibbles like Q4_K's; IQ4_NL and IQ4_XS
+//! keep their 4-bit indices as nibbles (like Q4_0 and Q4_K) and the kernels look the
+//! values up in [`formats::KVALUES`].
+//!
 //! Float matrices (F32, BF16 as f32; F16 as f16 bits) are kept row-major.
 
 use super::formats::{self, Row};
@@ -243,6 +247,10 @@ fn strides(ty: WeightType) -> Strides {
         WeightType::Q4K => (256, 8 * 256, 320),
         WeightType::Q5K => (256, 8 * 320, 320),
         WeightType::Q6K => (256, 8 * 384, 288),
+        WeightType::Q2K => (256, 8 * 256, 576),
+        WeightType::Q3K => (256, 8 * 256, 288),
+        WeightType::IQ4_NL => (32, 256, 32),
+        WeightType::IQ4_XS => (256, 8 * 256, 160),
         WeightType::F32 | WeightType::F16 | WeightType::BF16 => (1, 0, 0),
     };
     Strides {
@@ -263,13 +271,27 @@ fn pack_quants(ty: WeightType, rows: &[Row], b: usize, out: &mut [u8]) {
                 }
             }
         }
-        WeightType::Q4_0 | WeightType::Q4_1 | WeightType::Q5_0 | WeightType::Q5_1 => {
+        WeightType::Q4_0
+        | WeightType::Q4_1
+        | WeightType::Q5_0
+        | WeightType::Q5_1
+        | WeightType::IQ4_NL => {
             pack_32(
                 rows,
                 32 * b,
                 out,
-                ty != WeightType::Q4_0 && ty != WeightType::Q4_1,
+                matches!(ty, WeightType::Q5_0 | WeightType::Q5_1),
             );
+        }
+        WeightType::Q2K | WeightType::Q3K | WeightType::IQ4_XS => {
+            for j in 0..8 {
+                pack_32(
+                    rows,
+                    256 * b + 32 * j,
+                    &mut out[256 * j..256 * (j + 1)],
+                    false,
+                );
+            }
         }
         WeightType::Q4K | WeightType::Q5K => {
             let per = if ty == WeightType::Q5K { 320 } else { 256 };
@@ -332,7 +354,9 @@ fn pack_params(ty: WeightType, rows: &[Row], b: usize, out: &mut [u8]) {
         |out: &mut [u8], at: usize, v: u16| out[at..at + 2].copy_from_slice(&v.to_le_bytes());
     for (r, row) in rows.iter().enumerate() {
         match ty {
-            WeightType::Q8_0 | WeightType::Q4_0 | WeightType::Q5_0 => put16(out, 2 * r, row.d[b]),
+            WeightType::Q8_0 | WeightType::Q4_0 | WeightType::Q5_0 | WeightType::IQ4_NL => {
+                put16(out, 2 * r, row.d[b])
+            }
             WeightType::Q4_1 | WeightType::Q5_1 => {
                 put16(out, 2 * r, row.d[b]);
                 put16(out, 32 + 2 * r, row.m[b]);
@@ -345,10 +369,24 @@ fn pack_params(ty: WeightType, rows: &[Row], b: usize, out: &mut [u8]) {
                     out[192 + 16 * j + r] = row.mins[8 * b + j];
                 }
             }
-            WeightType::Q6K => {
+            WeightType::Q6K | WeightType::Q3K => {
                 put16(out, 2 * r, row.d[b]);
                 for j in 0..16 {
                     out[32 + 16 * j + r] = row.sc[16 * b + j];
+                }
+            }
+            WeightType::Q2K => {
+                put16(out, 2 * r, row.d[b]);
+                put16(out, 32 + 2 * r, row.m[b]);
+                for j in 0..16 {
+                    out[64 + 16 * j + r] = row.sc[16 * b + j];
+                    out[320 + 16 * j + r] = row.mins[16 * b + j];
+                }
+            }
+            WeightType::IQ4_XS => {
+                put16(out, 2 * r, row.d[b]);
+                for j in 0..8 {
+                    out[32 + 16 * j + r] = row.sc[8 * b + j];
                 }
             }
             WeightType::F32 | WeightType::F16 | WeightType::BF16 => unreachable!(),
@@ -387,7 +425,11 @@ fn unpack_block(ty: WeightType, q: &[u8], p: &[u8], lane: usize, row: &mut Row) 
                     .extend_from_slice(&q[64 * c + 4 * r..64 * c + 4 * r + 4]);
             }
         }
-        WeightType::Q4_0 | WeightType::Q4_1 | WeightType::Q5_0 | WeightType::Q5_1 => {
+        WeightType::Q4_0
+        | WeightType::Q4_1
+        | WeightType::Q5_0
+        | WeightType::Q5_1
+        | WeightType::IQ4_NL => {
             row.d.push(get16(2 * r));
             if matches!(ty, WeightType::Q4_1 | WeightType::Q5_1) {
                 row.m.push(get16(32 + 2 * r));
@@ -404,6 +446,23 @@ fn unpack_block(ty: WeightType, q: &[u8], p: &[u8], lane: usize, row: &mut Row) 
                 row.mins.push(p[192 + 16 * j + r]);
                 let q = &q[per * j..per * (j + 1)];
                 unpack_32(q, (per == 320).then(|| &q[256..320]), row);
+            }
+        }
+        WeightType::Q2K | WeightType::Q3K | WeightType::IQ4_XS => {
+            row.d.push(get16(2 * r));
+            match ty {
+                WeightType::Q2K => {
+                    row.m.push(get16(32 + 2 * r));
+                    for j in 0..16 {
+                        row.sc.push(p[64 + 16 * j + r]);
+                        row.mins.push(p[320 + 16 * j + r]);
+                    }
+                }
+                WeightType::Q3K => row.sc.extend((0..16).map(|j| p[32 + 16 * j + r])),
+                _ => row.sc.extend((0..8).map(|j| p[32 + 16 * j + r])),
+            }
+            for j in 0..8 {
+                unpack_32(&q[256 * j..256 * (j + 1)], None, row);
             }
         }
         WeightType::Q6K => {

@@ -2,11 +2,12 @@
 //! Each type's arithmetic is written out once here; the SIMD tiers compute the same
 //! integers and fold them into floats with the same operations in the same order (fused
 //! multiply-adds included), so every tier gives bit-identical results for quantized
-//! types.
+//! types. IQ4_NL / IQ4_XS indices decode to `K[q] + 128` (unsigned, like Q8_0's values),
+//! so their dot products subtract `128·Σx` as Q8_0's do.
 
 use std::ops::Range;
 
-use super::formats::h2f;
+use super::formats::{h2f, KVALUES};
 use super::packed::PackedMatrix;
 use super::{Acts, WeightType, GROUP};
 
@@ -70,9 +71,12 @@ unsafe fn quantized(w: &PackedMatrix, x: &Acts, out: *mut f32, ldo: usize, group
                 for r in 0..rows {
                     let qr = &blk.q[r][..s.block];
                     acc[t * rows + r] = match ty {
-                        WeightType::Q8_0 | WeightType::Q4_0 | WeightType::Q5_0 => {
+                        WeightType::Q8_0
+                        | WeightType::Q4_0
+                        | WeightType::Q5_0
+                        | WeightType::IQ4_NL => {
                             let z = match ty {
-                                WeightType::Q8_0 => 128,
+                                WeightType::Q8_0 | WeightType::IQ4_NL => 128,
                                 WeightType::Q4_0 => 8,
                                 _ => 16,
                             };
@@ -104,6 +108,36 @@ unsafe fn quantized(w: &PackedMatrix, x: &Acts, out: *mut f32, ldo: usize, group
                                 let sc = i32::from(p[32 + 16 * j + r] as i8);
                                 let d16 = dot(&qr[16 * j..16 * j + 16], &xq[16 * j..16 * j + 16]);
                                 a += sc * (d16 - 32 * x.sum16[(t * blocks + b) * 16 + j]);
+                            }
+                            (a as f32).mul_add(p16(2 * r) * x.d[t * blocks + b], acc[t * rows + r])
+                        }
+                        WeightType::Q2K => {
+                            let (mut a, mut m) = (0i32, 0i32);
+                            for j in 0..16 {
+                                let sc = i32::from(p[64 + 16 * j + r]);
+                                let mn = i32::from(p[320 + 16 * j + r]);
+                                a += sc * dot(&qr[16 * j..16 * j + 16], &xq[16 * j..16 * j + 16]);
+                                m += mn * x.sum16[(t * blocks + b) * 16 + j];
+                            }
+                            let dx = x.d[t * blocks + b];
+                            let acc = (a as f32).mul_add(p16(2 * r) * dx, acc[t * rows + r]);
+                            (-(m as f32)).mul_add(p16(32 + 2 * r) * dx, acc)
+                        }
+                        WeightType::Q3K => {
+                            let mut a = 0i32;
+                            for j in 0..16 {
+                                let sc = i32::from(p[32 + 16 * j + r] as i8);
+                                let d16 = dot(&qr[16 * j..16 * j + 16], &xq[16 * j..16 * j + 16]);
+                                a += sc * (d16 - 4 * x.sum16[(t * blocks + b) * 16 + j]);
+                            }
+                            (a as f32).mul_add(p16(2 * r) * x.d[t * blocks + b], acc[t * rows + r])
+                        }
+                        WeightType::IQ4_XS => {
+                            let mut a = 0i32;
+                            for j in 0..8 {
+                                let sc = i32::from(p[32 + 16 * j + r] as i8);
+                                let d32 = dot(&qr[32 * j..32 * j + 32], &xq[32 * j..32 * j + 32]);
+                                a += sc * (d32 - 128 * x.sum32[(t * blocks + b) * 8 + j]);
                             }
                             (a as f32).mul_add(p16(2 * r) * x.d[t * blocks + b], acc[t * rows + r])
                         }
@@ -161,9 +195,20 @@ fn decode(ty: WeightType, q: &[u8], blk: &mut Block) {
         }
         WeightType::Q4_0 | WeightType::Q4_1 => nibbles(q, None, 0, blk),
         WeightType::Q5_0 | WeightType::Q5_1 => nibbles(q, Some(&q[256..320]), 0, blk),
-        WeightType::Q4K => {
+        WeightType::Q4K | WeightType::Q2K | WeightType::Q3K => {
             for j in 0..8 {
                 nibbles(&q[256 * j..], None, 32 * j, blk);
+            }
+        }
+        WeightType::IQ4_NL | WeightType::IQ4_XS => {
+            let subs = if ty == WeightType::IQ4_NL { 1 } else { 8 };
+            for j in 0..subs {
+                nibbles(&q[256 * j..], None, 32 * j, blk);
+            }
+            for r in blk.q.iter_mut() {
+                for v in r[..32 * subs].iter_mut() {
+                    *v = (KVALUES[usize::from(*v)] as u8) ^ 0x80;
+                }
             }
         }
         WeightType::Q5K => {

@@ -8,11 +8,10 @@ use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom};
 
 use candle_core::quantized::gguf_file::Content;
-use candle_core::quantized::GgmlDType;
 
 use super::super::model::Arch;
 use super::config::Config;
-use crate::ml::quant::{formats, PackedMatrix, WeightType};
+use crate::ml::quant::{formats, gguf, PackedMatrix, WeightType};
 use crate::ml::MlError;
 
 /// Matrices whose outputs sit side by side: `parts[i]` writes columns
@@ -153,10 +152,10 @@ impl<'a, R: Read + Seek> Reader<'a, R> {
             .tensor_infos
             .get(name)
             .ok_or_else(|| MlError::Load(format!("the GGUF has no tensor {name}")))?;
-        let ty = weight_type(info.ggml_dtype).ok_or_else(|| {
+        let ty = gguf::tensor_type(self.content, name, info.ggml_dtype).ok_or_else(|| {
             MlError::Load(format!(
-                "tensor {name} has type {:?}, which ragd cannot run (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K are supported)",
-                info.ggml_dtype
+                "tensor {name} has type {}, which ragd cannot run (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS are supported)",
+                gguf::type_name(self.content, name, info.ggml_dtype)
             ))
         })?;
         let dims = info.shape.dims();
@@ -355,22 +354,4 @@ fn pack(name: &str, raw: Raw, rows: usize, cols: usize) -> Result<PackedMatrix, 
     check_shape(name, &raw, rows, cols)?;
     PackedMatrix::from_gguf(raw.ty, rows, cols, &raw.bytes)
         .map_err(|e| MlError::Load(format!("tensor {name}: {e}")))
-}
-
-/// The kernels' type for a ggml type, if they run it.
-pub fn weight_type(t: GgmlDType) -> Option<WeightType> {
-    Some(match t {
-        GgmlDType::F32 => WeightType::F32,
-        GgmlDType::F16 => WeightType::F16,
-        GgmlDType::BF16 => WeightType::BF16,
-        GgmlDType::Q4_0 => WeightType::Q4_0,
-        GgmlDType::Q4_1 => WeightType::Q4_1,
-        GgmlDType::Q5_0 => WeightType::Q5_0,
-        GgmlDType::Q5_1 => WeightType::Q5_1,
-        GgmlDType::Q8_0 => WeightType::Q8_0,
-        GgmlDType::Q4K => WeightType::Q4K,
-        GgmlDType::Q5K => WeightType::Q5K,
-        GgmlDType::Q6K => WeightType::Q6K,
-        GgmlDType::Q8_1 | GgmlDType::Q2K | GgmlDType::Q3K | GgmlDType::Q8K => return None,
-    })
 }
