@@ -46,6 +46,7 @@ pub use filter::{DigitsOnly, RemoteConstraint, TokenFilter, Vocabulary};
 pub use generator::{collect, Finished, Generated, Generation, Generator, SharedGenerator};
 pub use model::{Arch, ModelInfo};
 pub use template::{ChatTemplate, JinjaTemplate};
+
 pub use tokenizer::LlmTokenizer;
 pub use worker::{LlmHandle, LlmWorkerOptions};
 
