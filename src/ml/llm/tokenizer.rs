@@ -77,6 +77,17 @@ impl LlmTokenizer {
         Self::load(path, &file.content.metadata, file.arch)
     }
 
+    /// The tokenizer of a vocabulary-only GGUF (llama.cpp's tokenizer test files): its
+    /// `tokenizer.ggml.*` metadata alone, whatever its architecture.
+    pub fn from_vocab_only(path: &Path) -> Result<Self, MlError> {
+        let mut f = std::fs::File::open(path)
+            .map_err(|e| MlError::Load(format!("{}: {e}", path.display())))?;
+        let content = candle_core::quantized::gguf_file::Content::read(&mut f)
+            .map_err(|e| MlError::Load(format!("{}: {e}", path.display())))?;
+        let (inner, style) = gguf_vocab::build(&content.metadata)?;
+        Self::assemble(inner, style, &content.metadata, Arch::Llama)
+    }
+
     pub(super) fn load(
         gguf_path: &Path,
         md: &HashMap<String, Value>,

@@ -154,10 +154,6 @@ fn byte_level(
             None => Err(MlError::Load(format!("GGUF merge {m:?} has no space"))),
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let bpe = BPE::builder()
-        .vocab_and_merges(vocab.into_iter().collect::<Vocab>(), merges)
-        .build()
-        .map_err(|e| MlError::Load(format!("GGUF vocabulary: {e}")))?;
     let regex = match md_str(md, "tokenizer.ggml.pre").unwrap_or("default") {
         "qwen2" | "deepseek-r1-qwen" => QWEN2_REGEX,
         "llama3" | "llama-bpe" | "llama-v3" | "smaug-bpe" => LLAMA3_REGEX,
@@ -169,6 +165,13 @@ fn byte_level(
             )))
         }
     };
+    // Llama 3 takes a pre-token that is a whole piece as that piece, merges or not
+    // (llama.cpp's `ignore_merges`).
+    let bpe = BPE::builder()
+        .vocab_and_merges(vocab.into_iter().collect::<Vocab>(), merges)
+        .ignore_merges(regex == LLAMA3_REGEX)
+        .build()
+        .map_err(|e| MlError::Load(format!("GGUF vocabulary: {e}")))?;
     let split = Split::new(
         SplitPattern::Regex(regex.to_owned()),
         SplitDelimiterBehavior::Isolated,
