@@ -20,6 +20,9 @@ pub(super) fn tojson(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     Ok(Value::from_safe_string(out))
 }
 
+/// An item of an array (no key) or an object.
+type Entry<'a> = (Option<&'a String>, &'a serde_json::Value);
+
 /// `value` as Python's `json.dumps` writes it, at nesting `level`.
 pub(super) fn write(
     value: &serde_json::Value,
@@ -28,7 +31,7 @@ pub(super) fn write(
     out: &mut String,
 ) {
     use serde_json::Value as J;
-    let (open_close, items): ((char, char), Vec<(Option<&String>, &J)>) = match value {
+    let (open_close, items): ((char, char), Vec<Entry>) = match value {
         J::Array(a) => (('[', ']'), a.iter().map(|v| (None, v)).collect()),
         J::Object(o) => (('{', '}'), o.iter().map(|(k, v)| (Some(k), v)).collect()),
         // Strings, numbers, booleans and null are spelled the same by serde_json.
