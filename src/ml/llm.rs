@@ -48,7 +48,7 @@ pub use filter::{DigitsOnly, RemoteConstraint, TokenFilter, Vocabulary};
 pub use generator::{collect, Finished, Generated, Generation, Generator, SharedGenerator};
 pub use model::{Arch, ModelInfo};
 pub use slot::{LlmLoader, LlmSlot};
-pub use template::ChatTemplate;
+pub use template::{ChatTemplate, JinjaTemplate};
 pub use tokenizer::LlmTokenizer;
 pub use worker::{LlmHandle, LlmWorkerOptions};
 
@@ -86,6 +86,12 @@ pub struct ChatMessage {
     pub role: Role,
     /// What it says.
     pub content: String,
+    /// The tools an assistant message calls (given to chat templates in OpenAI's shape).
+    pub tool_calls: Vec<ToolCall>,
+    /// For a tool result: the id of the call it answers.
+    pub tool_call_id: Option<String>,
+    /// For a tool result: the tool's name.
+    pub name: Option<String>,
 }
 
 impl ChatMessage {
@@ -94,7 +100,47 @@ impl ChatMessage {
         Self {
             role,
             content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            name: None,
         }
+    }
+
+    /// An assistant message that calls tools (`content` may be empty).
+    pub fn assistant_calls(content: impl Into<String>, calls: Vec<ToolCall>) -> Self {
+        Self {
+            tool_calls: calls,
+            ..Self::new(Role::Assistant, content)
+        }
+    }
+
+    /// The result of the call `call` (its id and tool name) fed back to the model.
+    pub fn tool_result(call: &ToolCall, content: impl Into<String>) -> Self {
+        Self {
+            tool_call_id: Some(call.id.clone()),
+            name: Some(call.name.clone()),
+            ..Self::new(Role::Tool, content)
+        }
+    }
+}
+
+/// One tool call of an assistant message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCall {
+    /// The call's id (some templates want exactly nine letters and digits, as
+    /// [`ToolCall::id_for`] makes).
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments, a JSON object.
+    pub arguments: serde_json::Value,
+}
+
+impl ToolCall {
+    /// A nine-character alphanumeric id for the `n`th call of a conversation (the shape
+    /// Mistral's templates insist on).
+    pub fn id_for(n: usize) -> String {
+        format!("call{:05}", n % 100_000)
     }
 }
 

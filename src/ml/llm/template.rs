@@ -1,13 +1,19 @@
-//! Chat templates of the supported families, written out in Rust rather than run from the
-//! GGUF's Jinja text: the family is recognised from markers in `tokenizer.chat_template`,
-//! else from the architecture and the vocabulary.
+//! Chat templates. A GGUF's own `tokenizer.chat_template` is run by a Jinja engine
+//! ([`jinja`]); this file holds the fallback for files without one (or whose template
+//! does not compile): four layouts written out in Rust, chosen by markers in the template
+//! text, else by the architecture and the vocabulary.
+
+pub mod jinja;
+mod pyjson;
 
 use std::collections::HashMap;
 
 use candle_core::quantized::gguf_file::Value;
 
-use super::model::{md_str, Arch};
+use super::model::md_str;
 use super::{ChatMessage, Role};
+
+pub use jinja::{Capabilities, JinjaTemplate};
 
 /// The chat formats ragd writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,13 +39,28 @@ pub(super) enum Part {
     Eos,
     /// Plain text (control tokens in it are not recognised).
     Text(String),
+    /// A template's own text, in which control tokens are recognised.
+    Template(String),
+}
+
+/// An assistant message's text with its tool calls written after it as
+/// `<tool_call>{"name": .., "arguments": ..}</tool_call>` (ragd's tool-call grammar), for
+/// templates that do not render `tool_calls`.
+pub(super) fn inline_calls(m: &ChatMessage) -> String {
+    let mut out = m.content.trim().to_owned();
+    for c in &m.tool_calls {
+        let call = serde_json::json!({"name": c.name, "arguments": c.arguments});
+        out.push_str(&format!("<tool_call>{call}</tool_call>"));
+    }
+    out
 }
 
 impl ChatTemplate {
     /// The template for a model: markers in its Jinja template first, then its family.
+    /// `arch` is `general.architecture`.
     pub fn detect(
         md: &HashMap<String, Value>,
-        arch: Arch,
+        arch: &str,
         has_token: impl Fn(&str) -> bool,
     ) -> Self {
         if let Some(jinja) = md_str(md, "tokenizer.chat_template") {
@@ -57,12 +78,12 @@ impl ChatTemplate {
             }
         }
         match arch {
-            // Gemma's own turn format is the template renderer's (no built-in one here).
-            Arch::Qwen2 | Arch::Qwen3 | Arch::Gemma3 => ChatTemplate::ChatMl,
-            Arch::Phi3 => ChatTemplate::Phi3,
-            Arch::Llama if has_token("<|start_header_id|>") => ChatTemplate::Llama3,
-            Arch::Llama if has_token("<|im_start|>") => ChatTemplate::ChatMl,
-            Arch::Llama => ChatTemplate::Llama2,
+            // Gemma's own turn format comes from its template; without one, ChatML.
+            "qwen2" | "qwen3" | "gemma3" => ChatTemplate::ChatMl,
+            "phi3" => ChatTemplate::Phi3,
+            _ if has_token("<|start_header_id|>") => ChatTemplate::Llama3,
+            _ if has_token("<|im_start|>") => ChatTemplate::ChatMl,
+            _ => ChatTemplate::Llama2,
         }
     }
 
@@ -79,6 +100,16 @@ impl ChatTemplate {
     /// The prompt for `messages`, ending where the assistant's answer begins. The BOS token
     /// at the very start is not included (the tokenizer adds it when the model wants it).
     pub(super) fn render(self, messages: &[ChatMessage]) -> Vec<Part> {
+        let inlined: Vec<ChatMessage>;
+        let messages = if messages.iter().any(|m| !m.tool_calls.is_empty()) {
+            inlined = messages
+                .iter()
+                .map(|m| ChatMessage::new(m.role, inline_calls(m)))
+                .collect();
+            &inlined
+        } else {
+            messages
+        };
         let mut out = Vec::new();
         match self {
             ChatTemplate::ChatMl => {
@@ -182,7 +213,7 @@ mod tests {
                 Part::Special(s) => (*s).to_owned(),
                 Part::Bos => "<s>".into(),
                 Part::Eos => "</s>".into(),
-                Part::Text(t) => t.clone(),
+                Part::Text(t) | Part::Template(t) => t.clone(),
             })
             .collect()
     }
@@ -241,20 +272,20 @@ mod tests {
             Value::String("{% for m in messages %}<|im_start|>{{ m.role }}".into()),
         );
         assert_eq!(
-            ChatTemplate::detect(&md, Arch::Llama, |_| false),
+            ChatTemplate::detect(&md, "llama", |_| false),
             ChatTemplate::ChatMl
         );
         let md = HashMap::new();
         assert_eq!(
-            ChatTemplate::detect(&md, Arch::Phi3, |_| false),
+            ChatTemplate::detect(&md, "phi3", |_| false),
             ChatTemplate::Phi3
         );
         assert_eq!(
-            ChatTemplate::detect(&md, Arch::Llama, |t| t == "<|start_header_id|>"),
+            ChatTemplate::detect(&md, "llama", |t| t == "<|start_header_id|>"),
             ChatTemplate::Llama3
         );
         assert_eq!(
-            ChatTemplate::detect(&md, Arch::Llama, |_| false),
+            ChatTemplate::detect(&md, "llama", |_| false),
             ChatTemplate::Llama2
         );
     }

@@ -489,7 +489,7 @@ fn byte_level_vocab() -> TinyVocab {
             ("tokenizer.ggml.add_bos_token".into(), Value::Bool(false)),
             (
                 "tokenizer.chat_template".into(),
-                Value::String("{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endfor %}".into()),
+                Value::String("{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}".into()),
             ),
         ],
     }

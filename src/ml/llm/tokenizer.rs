@@ -3,12 +3,17 @@
 //! vocabulary ([`gguf_vocab`]). It also knows the model's special tokens and renders
 //! [`Prompt`]s with the chat template.
 //!
-//! Control tokens written in message text are never read as control tokens: templates put
-//! them in by id, and user text is encoded with special-token matching off, so a message
-//! cannot forge `<|im_start|>system`.
+//! Control tokens written in message text are never read as control tokens: only the
+//! template's own text is searched for them ([`prompt`]), and user text is encoded with
+//! special-token matching off, so a message cannot forge `<|im_start|>system`.
+//!
+//! The chat template is the GGUF's own (`tokenizer.chat_template`, run by
+//! [`JinjaTemplate`]); a file without one, or whose template does not compile or cannot
+//! render a user message, gets the hand-written layout ([`ChatTemplate`]) with a warning.
 
 pub(super) mod byte_level;
 mod gguf_vocab;
+mod prompt;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -18,9 +23,22 @@ use candle_core::quantized::gguf_file::Value;
 use tokenizers::Tokenizer;
 
 use super::filter::Vocabulary;
-use super::model::{md_bool, md_u64, Arch};
-use super::template::{ChatTemplate, Part};
-use super::{MlError, Prompt};
+use super::model::{md_bool, md_str, md_u64, Arch};
+use super::template::{ChatTemplate, JinjaTemplate, Part};
+use super::{ChatMessage, MlError, Prompt};
+use prompt::{Fragment, SpecialMatcher};
+
+/// Control tokens that end a turn in the templates of today's families; those a model's
+/// template writes (and its vocabulary has) end its generations.
+const TURN_ENDS: [&str; 7] = [
+    "<|im_end|>",
+    "<|eot_id|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|end_of_text|>",
+    "</s>",
+];
 
 /// How a vocabulary's pieces spell bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +62,8 @@ pub struct LlmTokenizer {
     add_bos: bool,
     eos: Vec<u32>,
     template: ChatTemplate,
+    jinja: Option<JinjaTemplate>,
+    specials: SpecialMatcher,
     vocabulary: OnceLock<Vocabulary>,
 }
 
@@ -55,6 +75,17 @@ impl LlmTokenizer {
     pub fn from_gguf(path: &Path) -> Result<Self, MlError> {
         let file = super::model::GgufFile::open(path)?;
         Self::load(path, &file.content.metadata, file.arch)
+    }
+
+    /// The tokenizer of a vocabulary-only GGUF (llama.cpp's tokenizer test files): its
+    /// `tokenizer.ggml.*` metadata alone, whatever its architecture.
+    pub fn from_vocab_only(path: &Path) -> Result<Self, MlError> {
+        let mut f = std::fs::File::open(path)
+            .map_err(|e| MlError::Load(format!("{}: {e}", path.display())))?;
+        let content = candle_core::quantized::gguf_file::Content::read(&mut f)
+            .map_err(|e| MlError::Load(format!("{}: {e}", path.display())))?;
+        let (inner, style) = gguf_vocab::build(&content.metadata)?;
+        Self::assemble(inner, style, &content.metadata, Arch::Llama)
     }
 
     pub(super) fn load(
@@ -115,7 +146,26 @@ impl LlmTokenizer {
         let add_bos = md_bool(md, "tokenizer.ggml.add_bos_token")
             .unwrap_or(style == PieceStyle::SentencePiece)
             && bos.is_some();
-        let template = ChatTemplate::detect(md, arch, |t| inner.token_to_id(t).is_some());
+        let template = ChatTemplate::detect(md, arch.as_str(), |t| inner.token_to_id(t).is_some());
+        let text_of = |id: Option<u32>| {
+            id.and_then(|i| pieces.get(i as usize))
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .unwrap_or_default()
+        };
+        let source = md_str(md, "tokenizer.chat_template");
+        let jinja = source.and_then(|src| {
+            let eos_text = text_of(id_of("tokenizer.ggml.eos_token_id"));
+            match JinjaTemplate::new(src, &text_of(bos), &eos_text, None) {
+                Ok(t) => {
+                    tracing::info!(capabilities = ?t.capabilities(), "LLM chat template from the GGUF");
+                    Some(t)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, fallback = ?template, "the GGUF's chat template cannot be used; the hand-written layout stands in");
+                    None
+                }
+            }
+        });
         let mut eos: Vec<u32> = ["tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"]
             .iter()
             .filter_map(|k| id_of(k))
@@ -126,11 +176,21 @@ impl LlmTokenizer {
                 .iter()
                 .filter_map(|t| inner.token_to_id(t)),
         );
+        if let (Some(src), Some(_)) = (source, &jinja) {
+            eos.extend(
+                TURN_ENDS
+                    .iter()
+                    .filter(|t| src.contains(*t))
+                    .filter_map(|t| inner.token_to_id(t))
+                    .filter(|&id| added_special(&inner, id)),
+            );
+        }
         eos.sort_unstable();
         eos.dedup();
         if eos.is_empty() {
             tracing::warn!("the LLM has no end-of-sequence token; generation ends only at max_tokens or a stop sequence");
         }
+        let specials = SpecialMatcher::new(&inner);
         Ok(Self {
             inner,
             pieces,
@@ -140,6 +200,8 @@ impl LlmTokenizer {
             add_bos,
             eos,
             template,
+            jinja,
+            specials,
             vocabulary: OnceLock::new(),
         })
     }
@@ -158,32 +220,55 @@ impl LlmTokenizer {
         self.encode(text).map(|ids| ids.len()).unwrap_or(usize::MAX)
     }
 
-    /// The ids the model sees for `prompt`: BOS when the model wants one, then the chat
-    /// template (for chats), the text, or the ids as given.
+    /// The ids the model sees for `prompt`: BOS when the model wants one (unless the chat
+    /// template wrote it), then the chat template (for chats), the text, or the ids as given.
     pub fn encode_prompt(&self, prompt: &Prompt) -> Result<Vec<u32>, MlError> {
         let mut ids = Vec::new();
-        if self.add_bos && !matches!(prompt, Prompt::Tokens(_)) {
-            ids.extend(self.bos);
-        }
         match prompt {
             Prompt::Tokens(t) => ids.extend_from_slice(t),
-            Prompt::Text(text) => ids.extend(self.encode(text)?),
+            Prompt::Text(text) => {
+                if self.add_bos {
+                    ids.extend(self.bos);
+                }
+                ids.extend(self.encode(text)?);
+            }
             Prompt::Chat(messages) => {
-                for part in self.template.render(messages) {
-                    match part {
-                        Part::Special(name) => match self.inner.token_to_id(name) {
-                            Some(id) => ids.push(id),
-                            // A template marker the vocabulary lacks is spelled out as text.
-                            None => ids.extend(self.encode(name)?),
-                        },
-                        Part::Bos => ids.extend(self.bos),
-                        Part::Eos => ids.extend(self.eos.first()),
-                        Part::Text(text) => ids.extend(self.encode(&text)?),
+                let frags = self.specials.fragments(
+                    self.chat_parts(messages),
+                    |name| self.inner.token_to_id(name),
+                    self.bos,
+                    self.eos.first().copied(),
+                );
+                let starts_with_bos = matches!(
+                    (frags.first(), self.bos),
+                    (Some(Fragment::Token(first)), Some(bos)) if *first == bos
+                );
+                if self.add_bos && !starts_with_bos {
+                    ids.extend(self.bos);
+                }
+                for f in frags {
+                    match f {
+                        Fragment::Token(id) => ids.push(id),
+                        Fragment::Text(text) => ids.extend(self.encode(&text)?),
                     }
                 }
             }
         }
         Ok(ids)
+    }
+
+    /// The rendered chat: the GGUF's template, else (or when it fails on this chat) the
+    /// hand-written layout.
+    fn chat_parts(&self, messages: &[ChatMessage]) -> Vec<Part> {
+        if let Some(jinja) = &self.jinja {
+            match jinja.render(messages, &[]) {
+                Ok(parts) => return parts,
+                Err(e) => {
+                    tracing::warn!(error = %e, "the chat template failed on this chat; the hand-written layout stands in")
+                }
+            }
+        }
+        self.template.render(messages)
     }
 
     /// The text of `ids`, control tokens left out; bytes that are not UTF-8 become U+FFFD.
@@ -234,9 +319,14 @@ impl LlmTokenizer {
         self.style
     }
 
-    /// The chat template in use.
+    /// The hand-written layout, used when the GGUF has no usable template of its own.
     pub fn template(&self) -> ChatTemplate {
         self.template
+    }
+
+    /// The GGUF's own chat template, when it has a usable one.
+    pub fn jinja(&self) -> Option<&JinjaTemplate> {
+        self.jinja.as_ref()
     }
 
     /// Whether the first space of a generation is dropped (SentencePiece adds one).
@@ -262,6 +352,14 @@ impl LlmTokenizer {
             Vocabulary::new(texts, self.special.clone(), self.eos.clone())
         })
     }
+}
+
+/// Whether `id` is a special added token (a control token, not a word of the vocabulary).
+fn added_special(inner: &Tokenizer, id: u32) -> bool {
+    inner
+        .get_added_tokens_decoder()
+        .get(&id)
+        .is_some_and(|t| t.special)
 }
 
 /// `<stem>.tokenizer.json`, else `tokenizer.json`, beside the GGUF.

@@ -36,6 +36,8 @@ const TYPE_USER_DEFINED: i64 = 4;
 const QWEN2_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 /// Pre-tokenizer of Llama 3 vocabularies.
 const LLAMA3_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// Pre-tokenizer of Mistral's Tekken vocabularies (Mistral-Nemo): its tokenizer.json's.
+const TEKKEN_REGEX: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 /// GPT-2's pre-tokenizer, the default for other byte-level vocabularies.
 const GPT2_REGEX: &str =
     r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
@@ -152,15 +154,24 @@ fn byte_level(
             None => Err(MlError::Load(format!("GGUF merge {m:?} has no space"))),
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let regex = match md_str(md, "tokenizer.ggml.pre").unwrap_or("default") {
+        "qwen2" | "deepseek-r1-qwen" => QWEN2_REGEX,
+        "llama3" | "llama-bpe" | "llama-v3" | "smaug-bpe" => LLAMA3_REGEX,
+        "tekken" => TEKKEN_REGEX,
+        "default" | "gpt-2" | "gpt2" | "smollm" | "phi-2" | "jina-es" | "jina-de" => GPT2_REGEX,
+        other => {
+            return Err(MlError::Load(format!(
+                "GGUF pre-tokenizer {other:?} (tokenizer.ggml.pre) is not supported (qwen2, llama-bpe, tekken, smollm, gpt-2 and default are); put a tokenizer.json beside the model"
+            )))
+        }
+    };
+    // Llama 3 takes a pre-token that is a whole piece as that piece, merges or not
+    // (llama.cpp's `ignore_merges`).
     let bpe = BPE::builder()
         .vocab_and_merges(vocab.into_iter().collect::<Vocab>(), merges)
+        .ignore_merges(regex == LLAMA3_REGEX)
         .build()
         .map_err(|e| MlError::Load(format!("GGUF vocabulary: {e}")))?;
-    let regex = match md_str(md, "tokenizer.ggml.pre").unwrap_or("default") {
-        "qwen2" => QWEN2_REGEX,
-        "llama3" | "llama-bpe" | "llama-v3" | "smaug-bpe" => LLAMA3_REGEX,
-        _ => GPT2_REGEX,
-    };
     let split = Split::new(
         SplitPattern::Regex(regex.to_owned()),
         SplitDelimiterBehavior::Isolated,
