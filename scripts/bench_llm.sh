@@ -20,8 +20,14 @@
 # (default 3); the table shows medians and ragd / llama.cpp. Speed drifts with the
 # machine's load: only ratios from one run mean anything, and the load average is printed.
 #
+# Newer families (scripts/make_arch_gguf.py writes the F16 random file of the real shape,
+# llama-quantize the mix): qwen3_q4_k_m, qwen3_q3_k_m, qwen3_iq4_xs (Qwen3-0.6B shape),
+# gemma3_1b_q4_k_m (Gemma-3-1B shape), and gemma3_270m, the real Gemma 3 270M Q4_K_M file
+# (scripts/llama_ref.sh installs it).
+#
 # Usage: scripts/bench_llm.sh [DIR]     env: REPS, THREADS (2), PP (512), TG (128), FILES
-#        (space-separated subset of: q8_0 q4_0 q4_k_m q3_k_m iq4_xs q2_k smollm2)
+#        (space-separated subset of: q8_0 q4_0 q4_k_m q3_k_m iq4_xs q2_k smollm2
+#        qwen3_q4_k_m qwen3_q3_k_m qwen3_iq4_xs gemma3_1b_q4_k_m gemma3_270m)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root="$PWD"
@@ -41,6 +47,9 @@ fi
 path_of() {
   case "$1" in
     smollm2) echo "$root/models/SmolLM2-135M-Instruct.Q4_1.gguf" ;;
+    gemma3_270m) "$root/scripts/llama_ref.sh" | sed -n 's/^GEMMA3=//p' ;;
+    qwen3_*) echo "$dir/qwen3-0.6b-shape-random-${1#qwen3_}.gguf" ;;
+    gemma3_1b_*) echo "$dir/gemma3-1b-shape-random-${1#gemma3_1b_}.gguf" ;;
     *) echo "$dir/qwen2-0.5b-shape-random-$1.gguf" ;;
   esac
 }
@@ -56,6 +65,12 @@ for f in $files; do
       [ -f "$f16" ] || "$py" ../shared/tools/make_random_gguf.py --quant f16 --out-dir "$dir" >&2
       "$quantize" --allow-requantize "$f16" "$p" "$(tr a-z A-Z <<<"$f")" 2 >&2 ;;
     smollm2) echo "$p is missing: run scripts/setup.sh" >&2; exit 1 ;;
+    qwen3_*|gemma3_1b_*)
+      quantize="${RAGD_LLAMA_QUANTIZE:-$HOME/.cache/llama-bench/build/bin/llama-quantize}"
+      shape="$([ "${f%%_*}" = qwen3 ] && echo qwen3-0.6b || echo gemma3-1b)"
+      f16="$dir/$shape-shape-random-f16.gguf"
+      [ -f "$f16" ] || "$py" scripts/make_arch_gguf.py "$shape" "$f16" >&2
+      "$quantize" "$f16" "$p" "$(sed -E 's/^(qwen3|gemma3_1b)_//' <<<"$f" | tr a-z A-Z)" 2 >&2 ;;
     *) echo "unknown file kind $f" >&2; exit 1 ;;
   esac
 done

@@ -279,7 +279,7 @@ fn unsupported_types_and_bad_input_are_clear_errors() {
     match LlmEngine::load(&path, Backend::cpu()) {
         Err(MlError::Load(msg)) => {
             assert!(
-                msg.contains("token_embd.weight") && msg.contains("Q8K"),
+                msg.contains("token_embd.weight") && msg.contains("Q8_K"),
                 "{msg}"
             );
         }

@@ -26,6 +26,9 @@ pub enum ChatTemplate {
     ChatMl,
     /// `<|user|>\ncontent<|end|>\n` (Phi-3).
     Phi3,
+    /// `<start_of_turn>user\ncontent<end_of_turn>\n`, the answer's turn named `model`, no
+    /// system role (Gemma 2 and 3: the system prompt opens the first user turn).
+    Gemma,
 }
 
 /// One piece of a rendered prompt.
@@ -78,8 +81,8 @@ impl ChatTemplate {
             }
         }
         match arch {
-            // Gemma's own turn format comes from its template; without one, ChatML.
-            "qwen2" | "qwen3" | "gemma3" => ChatTemplate::ChatMl,
+            "qwen2" | "qwen3" => ChatTemplate::ChatMl,
+            "gemma2" | "gemma3" => ChatTemplate::Gemma,
             "phi3" => ChatTemplate::Phi3,
             _ if has_token("<|start_header_id|>") => ChatTemplate::Llama3,
             _ if has_token("<|im_start|>") => ChatTemplate::ChatMl,
@@ -94,6 +97,7 @@ impl ChatTemplate {
             ChatTemplate::Llama2 => &[],
             ChatTemplate::ChatMl => &["<|im_end|>", "<|endoftext|>"],
             ChatTemplate::Phi3 => &["<|end|>", "<|endoftext|>"],
+            ChatTemplate::Gemma => &["<end_of_turn>"],
         }
     }
 
@@ -156,9 +160,41 @@ impl ChatTemplate {
                 out.push(Part::Text("\n".into()));
             }
             ChatTemplate::Llama2 => render_llama2(messages, &mut out),
+            ChatTemplate::Gemma => render_gemma(messages, &mut out),
         }
         out
     }
+}
+
+/// Gemma has no system role: system prompts open the first user turn (as Gemma's own
+/// template does), and tool results are user turns.
+fn render_gemma(messages: &[ChatMessage], out: &mut Vec<Part>) {
+    let mut system: Vec<&str> = messages
+        .iter()
+        .filter(|m| m.role == Role::System)
+        .map(|m| m.content.trim())
+        .collect();
+    for m in messages.iter().filter(|m| m.role != Role::System) {
+        let role = if m.role == Role::Assistant { "model" } else { "user" };
+        let mut text = String::new();
+        if m.role != Role::Assistant && !system.is_empty() {
+            text = format!("{}\n\n", system.join("\n"));
+            system.clear();
+        }
+        text.push_str(m.content.trim());
+        out.push(Part::Special("<start_of_turn>"));
+        out.push(Part::Text(format!("{role}\n{text}")));
+        out.push(Part::Special("<end_of_turn>"));
+        out.push(Part::Text("\n".into()));
+    }
+    if !system.is_empty() {
+        out.push(Part::Special("<start_of_turn>"));
+        out.push(Part::Text(format!("user\n{}", system.join("\n"))));
+        out.push(Part::Special("<end_of_turn>"));
+        out.push(Part::Text("\n".into()));
+    }
+    out.push(Part::Special("<start_of_turn>"));
+    out.push(Part::Text("model\n".into()));
 }
 
 /// Llama 2 folds the system prompt into the first user turn; each answered turn is closed
@@ -253,6 +289,17 @@ mod tests {
         assert_eq!(
             text(&ChatTemplate::Llama2.render(&chat())),
             "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST] Hello </s><s>[INST] Why? [/INST]"
+        );
+    }
+
+    /// What Gemma 3's own template writes for the same chat (the system prompt opens the
+    /// first user turn; Gemma 2's template refuses a system message instead).
+    #[test]
+    fn gemma_turns_fold_the_system_prompt() {
+        assert_eq!(
+            text(&ChatTemplate::Gemma.render(&chat())),
+            "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello<end_of_turn>\n\
+             <start_of_turn>user\nWhy?<end_of_turn>\n<start_of_turn>model\n"
         );
     }
 
