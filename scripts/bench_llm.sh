@@ -82,7 +82,7 @@ fi
 [ -x "$llama" ] || { echo "llama-bench not found: ragd only (RAGD_BUILD_LLAMA=1 builds it)" >&2; llama=""; }
 
 cargo build --release --quiet --example llm_speed
-speed=target/release/examples/llm_speed
+speed="${CARGO_TARGET_DIR:-target}/release/examples/llm_speed"
 out="$(mktemp)"
 trap 'rm -f "$out"' EXIT
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
