@@ -38,7 +38,11 @@ fn gemma3() -> PathBuf {
 }
 
 fn python() -> PathBuf {
-    made_by("RAGD_TEST_GGUF_PYTHON", "ragd-bench/venv/bin/python", SCRIPT)
+    made_by(
+        "RAGD_TEST_GGUF_PYTHON",
+        "ragd-bench/venv/bin/python",
+        SCRIPT,
+    )
 }
 
 /// Runs the reference tool on `model` with `input` on stdin; its stdout.
@@ -145,7 +149,12 @@ fn compare_logits(path: &Path, n: usize, steps: usize, ctx: Option<usize>) -> Ve
     let mut ids = prompt(n + steps, vocab);
     // The decode steps feed tokens of the prompt's kind, not the model's (random) choice.
     ids.truncate(n + steps);
-    let raw = reference(path, &["logits", &(steps + 1).to_string()], &ids_text(&ids), ctx);
+    let raw = reference(
+        path,
+        &["logits", &(steps + 1).to_string()],
+        &ids_text(&ids),
+        ctx,
+    );
     let want: Vec<f32> = raw
         .chunks_exact(4)
         .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
@@ -159,7 +168,9 @@ fn compare_logits(path: &Path, n: usize, steps: usize, ctx: Option<usize>) -> Ve
         let w = &want[step * rows..(step + 1) * rows];
         out.push((rel_l2(&got, w), argmax(&got) == argmax(w)));
         if step < steps {
-            got = ours.forward(&ids[n + step..n + step + 1], n + step).unwrap();
+            got = ours
+                .forward(&ids[n + step..n + step + 1], n + step)
+                .unwrap();
         }
     }
     out
@@ -186,7 +197,9 @@ fn random_files_of_real_shapes_match_llama_cpp_logits() {
             eprintln!("{shape}: step {step}: relative L2 {e:.2e}, same argmax {same}");
             // The bound tests/llm_engine.rs allows for int8 activation rounding flips.
             if !same || *e > 3e-2 {
-                failures.push(format!("{shape} step {step}: relative L2 {e}, same argmax {same}"));
+                failures.push(format!(
+                    "{shape} step {step}: relative L2 {e}, same argmax {same}"
+                ));
             }
         }
     }
@@ -198,7 +211,10 @@ fn smollm2_matches_llama_cpp_logits() {
     let path = common::models_dir().join("SmolLM2-135M-Instruct.Q4_1.gguf");
     for (step, (e, same)) in compare_logits(&path, 200, 4, None).into_iter().enumerate() {
         eprintln!("SmolLM2: step {step}: relative L2 {e:.2e}, same argmax {same}");
-        assert!(same && e <= 3e-2, "step {step}: relative L2 {e}, same argmax {same}");
+        assert!(
+            same && e <= 3e-2,
+            "step {step}: relative L2 {e}, same argmax {same}"
+        );
     }
 }
 
@@ -209,7 +225,8 @@ const PROMPTS: [&str; 3] = [
 ];
 
 /// Text for the teacher-forced comparison (written for this test).
-const TEXT: &str = "The old lighthouse stood at the end of a narrow spit of land, where the river met \
+const TEXT: &str =
+    "The old lighthouse stood at the end of a narrow spit of land, where the river met \
 the sea. For more than a century its keepers had climbed the spiral stairs each evening to \
 light the lamp, trim the wick and wind the clockwork that turned the great lens. Ships coming \
 up the coast watched for its beam, which swept the water every twenty seconds, and sailors \
@@ -233,7 +250,11 @@ const NEAR_TIE: f32 = 0.5;
 /// `None` when `other` is not among its five best.
 fn near_tie_gap(model: &Path, ids: &[u32], best: u32, other: u32) -> Option<f32> {
     let out = reference(model, &["top", "5"], &ids_text(ids), None);
-    let last = String::from_utf8_lossy(&out).lines().last().unwrap().to_owned();
+    let last = String::from_utf8_lossy(&out)
+        .lines()
+        .last()
+        .unwrap()
+        .to_owned();
     let top: Vec<(u32, f32)> = last
         .split_whitespace()
         .map(|p| {
@@ -295,22 +316,18 @@ fn gemma3_270m_teacher_forced_top1_agrees_with_llama_cpp() {
     assert!(ids.len() >= 257, "the text is {} tokens", ids.len());
     ids.truncate(257);
     // llama.cpp's five best logits after each token.
-    let top: Vec<Vec<(usize, f32)>> = String::from_utf8_lossy(&reference(
-        &path,
-        &["top", "5"],
-        &ids_text(&ids),
-        None,
-    ))
-    .lines()
-    .map(|l| {
-        l.split_whitespace()
-            .map(|p| {
-                let (id, v) = p.split_once(':').unwrap();
-                (id.parse().unwrap(), v.parse().unwrap())
+    let top: Vec<Vec<(usize, f32)>> =
+        String::from_utf8_lossy(&reference(&path, &["top", "5"], &ids_text(&ids), None))
+            .lines()
+            .map(|l| {
+                l.split_whitespace()
+                    .map(|p| {
+                        let (id, v) = p.split_once(':').unwrap();
+                        (id.parse().unwrap(), v.parse().unwrap())
+                    })
+                    .collect()
             })
-            .collect()
-    })
-    .collect();
+            .collect();
     assert_eq!(top.len(), ids.len());
     let logits = ours.forward_all(&ids, 0).unwrap();
     let vocab = logits.len() / ids.len();

@@ -192,10 +192,10 @@ fn runnable(path: &Path, content: &Content) -> Result<(), MlError> {
     names.sort();
     for name in names {
         let info = &content.tensor_infos[name];
-        if gguf::tensor_type(&content, name, info.ggml_dtype).is_none() {
+        if gguf::tensor_type(content, name, info.ggml_dtype).is_none() {
             return Err(MlError::Load(format!(
                 "tensor {name} has type {}, which ragd cannot run",
-                gguf::type_name(&content, name, info.ggml_dtype)
+                gguf::type_name(content, name, info.ggml_dtype)
             )));
         }
     }

@@ -175,7 +175,11 @@ fn render_gemma(messages: &[ChatMessage], out: &mut Vec<Part>) {
         .map(|m| m.content.trim())
         .collect();
     for m in messages.iter().filter(|m| m.role != Role::System) {
-        let role = if m.role == Role::Assistant { "model" } else { "user" };
+        let role = if m.role == Role::Assistant {
+            "model"
+        } else {
+            "user"
+        };
         let mut text = String::new();
         if m.role != Role::Assistant && !system.is_empty() {
             text = format!("{}\n\n", system.join("\n"));

@@ -239,10 +239,12 @@ fn family(
                 f.swa_layers = match pattern {
                     Pattern::Every(n) => (0..layers).map(|l| n == 0 || l % n < n - 1).collect(),
                     Pattern::Layers(v) if v.len() == layers => v,
-                    Pattern::Layers(v) => return Err(MlError::Load(format!(
+                    Pattern::Layers(v) => {
+                        return Err(MlError::Load(format!(
                         "{a}.attention.sliding_window_pattern has {} entries for {layers} layers",
                         v.len()
-                    ))),
+                    )))
+                    }
                 };
                 f.rope_base_swa =
                     Some(md_f32(md, &format!("{a}.rope.freq_base_swa")).unwrap_or(10_000.0));
