@@ -89,6 +89,11 @@ async fn the_settings_screen_lists_and_switches_models() {
         let panel = p.text("#llm-models");
         assert!(panel.contains("new.gguf (active)"), "{panel}");
         assert!(!panel.contains("old.gguf (active)"), "{panel}");
+        // The server panel names the new file without leaving the page.
+        p.wait(
+            "document.querySelector('#server-settings')?.textContent.includes('new.gguf')",
+            "the server panel to name the new file",
+        );
         p.screenshot_full("21-settings-model-switched");
 
         // Coming back shows the file now in use.

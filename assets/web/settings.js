@@ -18,38 +18,45 @@ export function settingsView(root) {
   const server = h('section', { class: 'panel', id: 'server-settings' }, h('h2', {}, 'Server'));
   const models = h('section', { class: 'panel', id: 'llm-models' }, h('h2', {}, 'Language model'), h('p', { class: 'muted' }, 'Loading…'));
   root.append(h('div', { class: 'grid two' }, health, assistant), models, server);
-  modelsPanel(models);
+  // After a switch the health and server panels name the new file too.
+  modelsPanel(models, () => { healthPanel(health); settingsPanels(assistant, server); });
+  healthPanel(health);
+  settingsPanels(assistant, server);
+}
 
-  (async () => {
-    try {
-      const [ready, stats] = await Promise.all([api.kb('GET', '/health/ready'), api.kb('GET', '/health/stats')]);
-      fill(health, h('h2', {}, 'Health'),
-        h('p', {}, ready.ready ? notice('ok', 'Ready') : notice('error', 'Not ready')),
-        h('ul', { class: 'components' }, ready.components.map((c) => h('li', {},
-          h('span', { class: `badge ${c.healthy ? 'executed' : 'failed'}` }, c.healthy ? 'healthy' : 'not healthy'),
-          ` ${c.name}`, !c.healthy && c.detail ? h('small', { class: 'muted' }, ` — ${c.detail}`) : null))),
-        table({
-          documents: stats.document_count,
-          sources: stats.sources_count,
-          embedding_model: stats.embedding_model,
-          llm_model: stats.llm_model,
-          reranker: stats.reranker_enabled ? 'on' : 'off',
-          api_keys: stats.api_auth_enabled ? 'required for /api/v1 (this page uses your session)' : 'off',
-        }));
-    } catch (e) {
-      fill(health, h('h2', {}, 'Health'), notice('error', e.message));
-    }
-    try {
-      const s = await api.op('get_settings', {}, { method: 'GET' });
-      assistant.append(table(s.settings),
-        h('p', { class: 'hint' }, 'Change these by running setup again, or with the ', h('code', {}, 'update_setting'),
-          ' tool in Chat (it waits for your confirmation).'),
-        h('a', { class: 'button', href: '#/setup' }, 'Run setup'));
-      server.append(table(s.server), h('p', { class: 'hint' }, 'Server settings come from ragd.toml, the environment and flags; secrets are masked.'));
-    } catch (e) {
-      assistant.append(notice('error', e.message));
-    }
-  })();
+async function healthPanel(health) {
+  try {
+    const [ready, stats] = await Promise.all([api.kb('GET', '/health/ready'), api.kb('GET', '/health/stats')]);
+    fill(health, h('h2', {}, 'Health'),
+      h('p', {}, ready.ready ? notice('ok', 'Ready') : notice('error', 'Not ready')),
+      h('ul', { class: 'components' }, ready.components.map((c) => h('li', {},
+        h('span', { class: `badge ${c.healthy ? 'executed' : 'failed'}` }, c.healthy ? 'healthy' : 'not healthy'),
+        ` ${c.name}`, !c.healthy && c.detail ? h('small', { class: 'muted' }, ` — ${c.detail}`) : null))),
+      table({
+        documents: stats.document_count,
+        sources: stats.sources_count,
+        embedding_model: stats.embedding_model,
+        llm_model: stats.llm_model,
+        reranker: stats.reranker_enabled ? 'on' : 'off',
+        api_keys: stats.api_auth_enabled ? 'required for /api/v1 (this page uses your session)' : 'off',
+      }));
+  } catch (e) {
+    fill(health, h('h2', {}, 'Health'), notice('error', e.message));
+  }
+}
+
+async function settingsPanels(assistant, server) {
+  try {
+    const s = await api.op('get_settings', {}, { method: 'GET' });
+    fill(assistant, h('h2', {}, 'Assistant'), table(s.settings),
+      h('p', { class: 'hint' }, 'Change these by running setup again, or with the ', h('code', {}, 'update_setting'),
+        ' tool in Chat (it waits for your confirmation).'),
+      h('a', { class: 'button', href: '#/setup' }, 'Run setup'));
+    fill(server, h('h2', {}, 'Server'), table(s.server),
+      h('p', { class: 'hint' }, 'Server settings come from ragd.toml, the environment and flags; secrets are masked.'));
+  } catch (e) {
+    fill(assistant, h('h2', {}, 'Assistant'), notice('error', e.message));
+  }
 }
 
 function count(n) {
@@ -59,7 +66,7 @@ function count(n) {
 }
 
 /** The installed GGUF files and a select of the runnable ones to switch to. */
-async function modelsPanel(panel) {
+async function modelsPanel(panel, switched) {
   const title = h('h2', {}, 'Language model');
   let list;
   try {
@@ -88,7 +95,8 @@ async function modelsPanel(panel) {
         ? await api.op('confirm_action', { action_id: proposed.action_id })
         : proposed;
       if (done.success === false) throw new Error(done.error || 'the switch failed');
-      await modelsPanel(panel);
+      await modelsPanel(panel, switched);
+      switched();
       panel.append(notice('ok', `Now answering with ${done.result?.model?.name || select.value}.`));
     } catch (e) {
       button.disabled = false;
