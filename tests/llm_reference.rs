@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use common::engines::made_by;
+use common::logits::{argmax, rel_l2};
 use ragd::ml::llm::{Backend, CpuOptions, KvType, LlmEngine, Prompt};
 
 const SCRIPT: &str = "scripts/llama_ref.sh";
@@ -96,26 +97,6 @@ fn engine(path: &Path) -> LlmEngine {
     };
     LlmEngine::load(path, backend)
         .unwrap_or_else(|e| panic!("ragd cannot load {}: {e}", path.display()))
-}
-
-fn rel_l2(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    let num: f32 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
-    let den: f32 = b.iter().map(|y| y * y).sum();
-    (num / den.max(1e-30)).sqrt()
-}
-
-fn argmax(v: &[f32]) -> usize {
-    v.iter()
-        .enumerate()
-        .fold((0, f32::NEG_INFINITY), |best, (i, &x)| {
-            if x > best.1 {
-                (i, x)
-            } else {
-                best
-            }
-        })
-        .0
 }
 
 /// A random-weight file of `shape` cut to `layers` (made once per test run).

@@ -8,6 +8,7 @@ mod common;
 
 use std::path::PathBuf;
 
+use common::logits::argmax;
 use ragd::ml::llm::{
     Backend, ChatMessage, CpuOptions, GenerateRequest, GenerationParams, LlmEngine, Prompt, Role,
 };
@@ -31,16 +32,6 @@ fn ours() -> LlmEngine {
         prompt_cache_bytes: 0,
     };
     LlmEngine::load(&smollm2(), backend).unwrap()
-}
-
-fn argmax(v: &[f32]) -> usize {
-    v.iter()
-        .enumerate()
-        .fold(
-            (0, f32::NEG_INFINITY),
-            |b, (i, &x)| if x > b.1 { (i, x) } else { b },
-        )
-        .0
 }
 
 const TEXT: &str = "The library opens at nine in the morning and closes at six in the evening \

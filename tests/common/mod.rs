@@ -11,6 +11,7 @@ use tokio::sync::oneshot;
 pub mod browser;
 pub mod child;
 pub mod engines;
+pub mod logits;
 pub mod office;
 pub mod pdf;
 pub mod reembed;
