@@ -14,18 +14,6 @@ use ragd::config::Config;
 const ADMIN: (&str, &str) = ("admin@example.com", "admin-password-1");
 const SMOL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
-fn sign_in(p: &Page, base: &str) {
-    p.goto(base);
-    p.wait_for("form.signin");
-    p.type_into("#email", ADMIN.0);
-    p.type_into("#password", ADMIN.1);
-    p.press("Enter");
-    p.wait(
-        "!document.querySelector('#top').hidden && !!document.querySelector('#drop-zone')",
-        "the documents screen after signing in",
-    );
-}
-
 fn config_on(data: &Path, models: &Path) -> Config {
     Config {
         models_dir: models.to_owned(),
@@ -63,7 +51,7 @@ async fn the_settings_screen_lists_and_switches_models() {
     tokio::task::spawn_blocking(move || {
         let browser = Browser::launch();
         let p = browser.page(1280, 1000);
-        sign_in(&p, &base);
+        p.sign_in(&base, ADMIN.0, ADMIN.1);
         p.click("#top nav a[href='#/settings']");
         p.wait_for("#llm-models table tbody tr");
         let panel = p.text("#llm-models");

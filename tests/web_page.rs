@@ -80,18 +80,6 @@ fn state_of<'a>(uploads: &'a [Value], name: &str) -> Vec<&'a str> {
         .collect()
 }
 
-fn sign_in(p: &Page, base: &str) {
-    p.goto(base);
-    p.wait_for("form.signin");
-    p.type_into("#email", ADMIN.0);
-    p.type_into("#password", ADMIN.1);
-    p.press("Enter");
-    p.wait(
-        "!document.querySelector('#top').hidden && !!document.querySelector('#drop-zone')",
-        "the documents screen after signing in",
-    );
-}
-
 /// `/documents/sources` as the test's own client (no key configured) sees it.
 fn listed_sources(rt: &Handle, client: &reqwest::Client, base: &str) -> Value {
     rt.block_on(async {
@@ -377,7 +365,7 @@ fn drive(base: &str, rt: &Handle, client: &reqwest::Client) {
         "document.querySelector('.signin .notice.error')?.textContent.includes('Wrong email or password')",
         "the refusal of a wrong password",
     );
-    sign_in(&p, base);
+    p.sign_in(base, ADMIN.0, ADMIN.1);
     let html = p.eval("document.documentElement.outerHTML").to_string();
     assert!(!html.contains(KEY), "the page must never hold the API key");
 
@@ -585,7 +573,7 @@ async fn a_chat_reply_that_calls_a_high_risk_tool_waits_for_confirmation() {
     tokio::task::spawn_blocking(move || {
         let browser = Browser::launch();
         let p = browser.page(1280, 860);
-        sign_in(&p, &base);
+        p.sign_in(&base, ADMIN.0, ADMIN.1);
         p.click("#top nav a[href='#/chat']");
         p.type_into("#chat-input", "Please delete old-notes.md");
         p.press("Enter");
@@ -666,7 +654,7 @@ async fn the_page_works_with_the_default_llm() {
     tokio::task::spawn_blocking(move || {
         let browser = Browser::launch();
         let p = browser.page(1280, 860);
-        sign_in(&p, &base);
+        p.sign_in(&base, ADMIN.0, ADMIN.1);
 
         p.click("#top nav a[href='#/ask']");
         p.type_into("#question", "Within how many days can a product be returned?");

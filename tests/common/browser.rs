@@ -412,6 +412,19 @@ impl Page<'_> {
         );
     }
 
+    /// Signs in on the page at `base` as `email` and waits for the documents screen.
+    pub fn sign_in(&self, base: &str, email: &str, password: &str) {
+        self.goto(base);
+        self.wait_for("form.signin");
+        self.type_into("#email", email);
+        self.type_into("#password", password);
+        self.press("Enter");
+        self.wait(
+            "!document.querySelector('#top').hidden && !!document.querySelector('#drop-zone')",
+            "the documents screen after signing in",
+        );
+    }
+
     /// Chooses `paths` in the file input matching `selector` (as the file picker does).
     pub fn set_files(&self, selector: &str, paths: &[&Path]) {
         let doc = self.call("DOM.getDocument", json!({}));
