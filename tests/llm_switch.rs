@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{create_user, test_config, Auth, Reply, TestServer};
+use common::{create_user, Auth, Reply, TestServer};
 use ragd::config::Config;
 use ragd::ml::llm::{GenerateRequest, Generation, Prompt};
 use reqwest::Method;
@@ -37,15 +37,8 @@ fn status_kib(field: &str) -> u64 {
 
 fn config_on(data: &Path, models: &Path) -> Config {
     Config {
-        models_dir: models.to_owned(),
-        embedding_model: common::models_dir()
-            .join("all-MiniLM-L6-v2")
-            .display()
-            .to_string(),
-        llm_model: models.join("old.gguf").display().to_string(),
-        llm_threads: Some(1),
         llm_max_tokens: 24,
-        ..test_config(data)
+        ..common::models_config(data, models, "old.gguf")
     }
 }
 

@@ -8,23 +8,14 @@ mod common;
 use std::path::Path;
 
 use common::browser::{js, Browser, Page};
-use common::{create_user, test_config, TestServer};
+use common::{create_user, TestServer};
 use ragd::config::Config;
 
 const ADMIN: (&str, &str) = ("admin@example.com", "admin-password-1");
 const SMOL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
 fn config_on(data: &Path, models: &Path) -> Config {
-    Config {
-        models_dir: models.to_owned(),
-        embedding_model: common::models_dir()
-            .join("all-MiniLM-L6-v2")
-            .display()
-            .to_string(),
-        llm_model: models.join("old.gguf").display().to_string(),
-        llm_threads: Some(1),
-        ..test_config(data)
-    }
+    common::models_config(data, models, "old.gguf")
 }
 
 fn choose(p: &Page, value: &str) {

@@ -57,6 +57,18 @@ pub fn test_config(data_dir: &Path) -> Config {
     }
 }
 
+/// [`test_config`] with LLM files in their own `models` folder (for listing and switching
+/// them), running `llm` from it on one thread, and the installed embedder.
+pub fn models_config(data_dir: &Path, models: &Path, llm: &str) -> Config {
+    Config {
+        models_dir: models.to_owned(),
+        embedding_model: models_dir().join("all-MiniLM-L6-v2").display().to_string(),
+        llm_model: models.join(llm).display().to_string(),
+        llm_threads: Some(1),
+        ..test_config(data_dir)
+    }
+}
+
 impl TestServer {
     /// Starts a server on `data_dir` with the default test configuration.
     pub async fn start(data_dir: &Path) -> Self {
