@@ -28,6 +28,10 @@ ref="$(scripts/llama_ref.sh)"
 export RAGD_TEST_LLAMA_REF="${RAGD_TEST_LLAMA_REF:-$(sed -n 's/^LLAMA_REF=//p' <<<"$ref")}"
 export RAGD_TEST_GEMMA3="${RAGD_TEST_GEMMA3:-$(sed -n 's/^GEMMA3=//p' <<<"$ref")}"
 export RAGD_TEST_GGUF_PYTHON="${RAGD_TEST_GGUF_PYTHON:-$(sed -n 's/^PYTHON=//p' <<<"$ref")}"
+# The compatibility tests (/v1, /mcp) drive ragd with the real openai, anthropic and mcp
+# SDKs from a venv of their own (scripts/py_clients.sh; seconds once made).
+clients="$(scripts/py_clients.sh)"
+export RAGD_TEST_CLIENT_PYTHON="${RAGD_TEST_CLIENT_PYTHON:-$(sed -n 's/^PYTHON=//p' <<<"$clients")}"
 # A one-off full build gains nothing from incremental caches, which would double the
 # target directory's size on disk (set CARGO_INCREMENTAL=1 to keep them).
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"

@@ -9,6 +9,7 @@ pub mod extract;
 pub mod kb;
 pub mod openapi;
 pub mod sse;
+pub mod v1;
 pub mod web;
 
 use axum::extract::Request;
@@ -22,7 +23,7 @@ use crate::state::AppState;
 /// The whole HTTP application: `/api/v1`, `/api/method`, the docs pages and the web page
 /// (`/`, `/web/*`).
 pub fn app(state: AppState) -> Router {
-    let v1 = kb::routes(&state.config)
+    let kb_api = kb::routes(&state.config)
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(middleware::from_fn_with_state(
@@ -30,8 +31,9 @@ pub fn app(state: AppState) -> Router {
             auth::require_api_key,
         ));
     Router::new()
-        .nest("/api/v1", v1)
+        .nest("/api/v1", kb_api)
         .nest("/api/method", assistant::routes())
+        .nest("/v1", v1::routes())
         .merge(docs::routes())
         .merge(web::routes())
         .fallback(error::not_found)
