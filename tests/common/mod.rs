@@ -10,6 +10,7 @@ use tokio::sync::oneshot;
 
 pub mod browser;
 pub mod child;
+pub mod clients;
 pub mod engines;
 pub mod logits;
 pub mod office;
