@@ -8,6 +8,7 @@
 //! error shape.
 
 pub mod caller;
+pub mod openai;
 pub mod openai_error;
 
 use axum::Router;
@@ -17,6 +18,7 @@ use crate::state::AppState;
 /// Every `/v1` route, to be nested under `/v1`.
 pub fn routes() -> Router<AppState> {
     Router::new()
+        .merge(openai::routes())
         .fallback(openai_error::not_found)
         .method_not_allowed_fallback(openai_error::method_not_allowed)
 }

@@ -52,6 +52,12 @@ impl OpenAiError {
         self
     }
 
+    /// With another client-safe text.
+    pub fn with_message(mut self, message: impl Into<String>) -> Self {
+        self.message = message.into();
+        self
+    }
+
     /// OpenAI's `type` for this status.
     pub fn kind(&self) -> &'static str {
         match self.status.as_u16() {
