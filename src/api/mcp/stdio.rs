@@ -4,7 +4,7 @@
 //! to a running server's `/mcp` with a credential. Only protocol messages go to stdout;
 //! logs go to stderr.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use super::http::{MAX_BODY, METHOD_HEADER, NAME_HEADER, SESSION_HEADER, VERSION_HEADER};
@@ -290,6 +290,7 @@ impl Relay {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn initialize_fixes_the_version_and_is_required() {
