@@ -28,12 +28,17 @@ fn one(run: &common::clients::ClientRun, prefix: &str) -> String {
 async fn server_with_document(dir: &std::path::Path) -> (TestServer, String, String) {
     let key = create_user(dir, "mcp@example.com", "password123", false).await;
     let s = TestServer::start(dir).await;
-    let text = format!("# Field notes\n\nThe {WORD} valve must be greased every spring before the pumps start.\n");
+    let text = format!(
+        "# Field notes\n\nThe {WORD} valve must be greased every spring before the pumps start.\n"
+    );
     let (st, r) = s.upload(SOURCE, text.as_bytes()).await;
     assert_eq!(st, 200, "{r}");
     let (st, docs) = s.get_json("/api/v1/documents").await;
     assert_eq!(st, 200, "{docs}");
-    let id = docs["documents"][0]["id"].as_str().expect("a document").to_owned();
+    let id = docs["documents"][0]["id"]
+        .as_str()
+        .expect("a document")
+        .to_owned();
     (s, key, id)
 }
 
@@ -59,10 +64,18 @@ async fn the_mcp_sdk_over_http_and_stdio() {
     assert_eq!(one(&run, "DELETE_DESTRUCTIVE"), "True");
     assert_eq!(one(&run, "SEARCH_AUTO"), "found");
     assert_eq!(one(&run, "SEARCH_LEGACY"), "found");
-    assert!(one(&run, "INVALID_ARGS_IS_ERROR").starts_with("True"), "{}", run.stdout);
+    assert!(
+        one(&run, "INVALID_ARGS_IS_ERROR").starts_with("True"),
+        "{}",
+        run.stdout
+    );
     assert_eq!(one(&run, "UNKNOWN_TOOL"), "-32602");
     assert_eq!(one(&run, "RESOURCES"), "1");
-    assert!(one(&run, "READ").starts_with("text/plain "), "{}", run.stdout);
+    assert!(
+        one(&run, "READ").starts_with("text/plain "),
+        "{}",
+        run.stdout
+    );
     assert_eq!(one(&run, "MISSING_RESOURCE"), "-32002");
 
     // The delete was held, not run: the document is still stored, and the pending action
@@ -79,13 +92,22 @@ async fn the_mcp_sdk_over_http_and_stdio() {
         )
         .await;
     let actions = pending.data()["actions"].as_array().unwrap().clone();
-    let held: Vec<&Value> = actions.iter().filter(|a| a["action_id"] == action_id.as_str()).collect();
+    let held: Vec<&Value> = actions
+        .iter()
+        .filter(|a| a["action_id"] == action_id.as_str())
+        .collect();
     assert_eq!(held.len(), 1, "{actions:?}");
     assert_eq!(held[0]["tool_name"], "delete_document");
     assert_eq!(held[0]["params"]["document_id"], doc_id.as_str());
 
     // A wrong token: the SDK raises, and the HTTP answer is 401 with a Bearer challenge.
-    let run = run_client("mcp_sdk.py", &["refused", &url, "nope:wrong"], &[], SDK_TIMEOUT).await;
+    let run = run_client(
+        "mcp_sdk.py",
+        &["refused", &url, "nope:wrong"],
+        &[],
+        SDK_TIMEOUT,
+    )
+    .await;
     run.assert_ok();
     assert!(!one(&run, "REFUSED").is_empty());
     let r = s
@@ -100,7 +122,12 @@ async fn the_mcp_sdk_over_http_and_stdio() {
     let challenge = r.headers()["www-authenticate"].to_str().unwrap().to_owned();
     assert!(challenge.starts_with("Bearer"), "{challenge}");
     let body: Value = r.json().await.unwrap();
-    assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "{body}"
+    );
 
     // stdio, forwarded: the SDK starts `ragd mcp --server URL` with the key in the env.
     let args = json!(["mcp", "--server", s.base]).to_string();
