@@ -102,7 +102,7 @@ async fn through_ragd(generator: &Arc<RemoteGenerator>, messages: &[ChatMessage]
     let system = messages[0].content.clone();
     let rest = messages[1..].to_vec();
     let (prompt, room) = tokio::task::spawn_blocking(move || {
-        ragd::ml::llm::completion::fit_prompt(g.as_ref(), &system, &[], &rest, 128).unwrap()
+        ragd::ml::llm::completion::fit_prompt(g.as_ref(), &system, &[], &rest, &[], 128).unwrap()
     })
     .await
     .unwrap();

@@ -4,6 +4,8 @@
 //
 // Usage: ragd-llama-ref MODEL MODE [ARG]   (input on stdin, output on stdout)
 //   tokenize        text in; token ids out (BOS as the model adds it), one line
+//   tokenize-raw    the same without BOS or other special tokens added
+//                   (several texts separated by "\n__ggml_vocab_test__\n": a line each)
 //   greedy N        token ids in; the N greedy next tokens out, one line (stops at EOG)
 //   top K           token ids in; for every position, the K highest logits as
 //                   "id:logit" pairs, one line per position
@@ -67,7 +69,7 @@ static bool run(llama_context * ctx, const std::vector<llama_token> & ids, int p
 
 int main(int argc, char ** argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s MODEL tokenize|greedy N|top K|logits LAST\n", argv[0]);
+        fprintf(stderr, "usage: %s MODEL tokenize|tokenize-raw|greedy N|top K|logits LAST\n", argv[0]);
         return 2;
     }
     const std::string mode = argv[2];
@@ -77,6 +79,8 @@ int main(int argc, char ** argv) {
     llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;
     mp.progress_callback = [](float, void *) { return true; };
+    // Tokenizing needs only the vocabulary (vocabulary-only test files have no weights).
+    mp.vocab_only = mode == "tokenize" || mode == "tokenize-raw";
     llama_model * model = llama_model_load_from_file(argv[1], mp);
     if (!model) {
         fprintf(stderr, "cannot load %s\n", argv[1]);
@@ -85,13 +89,23 @@ int main(int argc, char ** argv) {
     const llama_vocab * vocab = llama_model_get_vocab(model);
     const int n_vocab = llama_vocab_n_tokens(vocab);
 
-    if (mode == "tokenize") {
-        std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
-        std::vector<llama_token> ids(text.size() + 8);
-        int n = llama_tokenize(vocab, text.data(), (int) text.size(), ids.data(), (int) ids.size(), true, false);
-        if (n < 0) return 1;
-        for (int i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
-        printf("\n");
+    if (mode == "tokenize" || mode == "tokenize-raw") {
+        std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+        const bool add_special = mode == "tokenize";
+        // Several texts at once: separated as llama.cpp's tokenizer tests separate them.
+        const std::string sep = "\n__ggml_vocab_test__\n";
+        size_t at = 0;
+        while (true) {
+            const size_t end = input.find(sep, at);
+            const std::string text = input.substr(at, end == std::string::npos ? std::string::npos : end - at);
+            std::vector<llama_token> ids(text.size() + 8);
+            int n = llama_tokenize(vocab, text.data(), (int) text.size(), ids.data(), (int) ids.size(), add_special, false);
+            if (n < 0) return 1;
+            for (int i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+            printf("\n");
+            if (end == std::string::npos) break;
+            at = end + sep.size();
+        }
         return 0;
     }
 

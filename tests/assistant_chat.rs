@@ -28,21 +28,44 @@ struct Scripted {
     info: ModelInfo,
     replies: Mutex<Vec<String>>,
     prompts: Mutex<Vec<Vec<(Role, String)>>>,
+    /// Per generation: the tools shown through the template, and each message's
+    /// structured calls (names) and result id.
+    structured: Mutex<Vec<Structured>>,
     endless: bool,
     stopped: Arc<AtomicBool>,
     in_flight: Arc<AtomicUsize>,
 }
 
+/// What a generation's prompt carried besides text.
+#[derive(Debug, Clone)]
+struct Structured {
+    tools: Vec<String>,
+    calls: Vec<(Role, Vec<String>, Option<String>)>,
+}
+
 impl Scripted {
+    /// A model whose chat template shows tool definitions.
+    fn with_template_tools(replies: &[&str]) -> Arc<Self> {
+        let mut s = Arc::try_unwrap(Self::new(replies)).ok().unwrap();
+        s.info.template_tools = true;
+        Arc::new(s)
+    }
+
+    fn structured(&self) -> Vec<Structured> {
+        self.structured.lock().clone()
+    }
+
     fn new(replies: &[&str]) -> Arc<Self> {
         Arc::new(Self {
             info: ModelInfo {
                 name: "scripted".into(),
                 family: "qwen2".into(),
                 context_length: 8192,
+                template_tools: false,
             },
             replies: Mutex::new(replies.iter().rev().map(|s| s.to_string()).collect()),
             prompts: Mutex::new(Vec::new()),
+            structured: Mutex::new(Vec::new()),
             endless: false,
             stopped: Arc::new(AtomicBool::new(false)),
             in_flight: Arc::new(AtomicUsize::new(0)),
@@ -62,9 +85,24 @@ impl Scripted {
 
 impl Generator for Scripted {
     fn generate(&self, request: GenerateRequest) -> Result<mpsc::Receiver<LlmEvent>, MlError> {
-        let Prompt::Chat(messages) = request.prompt else {
-            return Err(MlError::InvalidInput("scripted model wants a chat".into()));
+        let (messages, tools) = match request.prompt {
+            Prompt::Chat(messages) => (messages, Vec::new()),
+            Prompt::ToolChat { messages, tools } => (messages, tools),
+            _ => return Err(MlError::InvalidInput("scripted model wants a chat".into())),
         };
+        self.structured.lock().push(Structured {
+            tools: tools
+                .iter()
+                .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+                .collect(),
+            calls: messages
+                .iter()
+                .map(|m| {
+                    let names = m.tool_calls.iter().map(|c| c.name.clone()).collect();
+                    (m.role, names, m.tool_call_id.clone())
+                })
+                .collect(),
+        });
         let prompt_tokens: usize = messages.iter().map(|m| m.content.len() / 4 + 4).sum();
         self.prompts
             .lock()
@@ -118,7 +156,9 @@ impl Generator for Scripted {
     }
     fn count_prompt_tokens(&self, prompt: &Prompt) -> Result<usize, MlError> {
         Ok(match prompt {
-            Prompt::Chat(m) => m.iter().map(|m| m.content.len() / 4 + 4).sum(),
+            Prompt::Chat(m) | Prompt::ToolChat { messages: m, .. } => {
+                m.iter().map(|m| m.content.len() / 4 + 4).sum()
+            }
             Prompt::Text(t) => t.len() / 4,
             Prompt::Tokens(t) => t.len(),
         })
@@ -256,6 +296,49 @@ async fn the_tool_loop_runs_rounds_exactly_as_the_model_asks() {
     assert_eq!(msgs.len(), 4);
     assert_eq!(msgs[1]["tool_calls"].as_array().unwrap().len(), 3);
     assert_eq!(msgs[3]["message_id"], m2["data"]["message_id"]);
+    server.stop().await;
+}
+
+/// A model whose template shows tools gets them through it: the definitions beside the
+/// chat (not in the user's message), its calls as structured calls and each result as a
+/// tool message answering its call's id. Models without (the test above) get them in text.
+#[tokio::test]
+async fn a_template_that_shows_tools_gets_definitions_calls_and_results_structured() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = Scripted::with_template_tools(&[
+        "<tool_call>{\"name\": \"calculate\", \"arguments\": {\"expression\": \"6*7\"}}</tool_call>",
+        "Six times seven is 42.",
+    ]);
+    let (server, auth) = start(&tmp.path().join("data"), Some(model.clone())).await;
+    let m = chat(&server, &auth, json!({"user_message": "What is 6*7?"})).await;
+    assert_eq!(m["data"]["response"], "Six times seven is 42.", "{m}");
+    assert_eq!(m["data"]["tool_calls"][0]["status"], "executed", "{m}");
+
+    let (prompts, structured) = (model.prompts(), model.structured());
+    assert_eq!(prompts.len(), 2);
+    assert!(
+        structured[0].tools.iter().any(|t| t == "calculate"),
+        "{structured:?}"
+    );
+    assert_eq!(structured[0].tools, structured[1].tools);
+    let first_turn = &prompts[0].last().unwrap().1;
+    assert_eq!(first_turn, "What is 6*7?", "no tool text in the message");
+    let second = &structured[1].calls;
+    let n = second.len();
+    assert!(n >= 4, "{second:?}");
+    let (role, calls, _) = &second[n - 2];
+    assert_eq!(
+        (*role, calls.as_slice()),
+        (Role::Assistant, &["calculate".to_owned()][..])
+    );
+    let (role, _, answered) = &second[n - 1];
+    assert_eq!(*role, Role::Tool);
+    assert!(answered.is_some(), "the result names its call: {second:?}");
+    let result = &prompts[1].last().unwrap().1;
+    assert!(
+        result.contains("42") && !result.starts_with('['),
+        "{result}"
+    );
     server.stop().await;
 }
 

@@ -94,6 +94,59 @@ fn real_templates_render_as_jinja2_does() {
     assert_eq!(checked, 16);
 }
 
+/// The prompt ragd tokenizes (caller text cut out as placeholders, then put back) is the
+/// text jinja2 renders, tool definitions included, for the templates that take the whole
+/// chat as it is; the message, argument and description texts are caller text.
+#[test]
+fn tool_chats_split_into_caller_text_as_jinja2_renders_them() {
+    let Some(dir) = templates_dir() else {
+        println!("skipped: llama.cpp's models/templates directory is not in ~/.cache/llama-bench");
+        return;
+    };
+    let expected: Value = serde_json::from_str(include_str!("data/chat_templates_expected.json"))
+        .expect("expected texts");
+    let now = chrono::Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).single();
+    let (with_tools, _, defs) = chats();
+    let mut checked = Vec::new();
+    for (key, want) in expected.as_object().expect("an object") {
+        let (stem, chat) = key.split_once('/').expect("stem/chat");
+        let Some(text) = want.get("text").and_then(Value::as_str) else {
+            continue;
+        };
+        let source = std::fs::read_to_string(dir.join(format!("{stem}.jinja"))).expect("template");
+        let (bos, eos) = bos_eos(stem);
+        let t = JinjaTemplate::new(&source, bos, eos, now).expect("the template loads");
+        let caps = t.capabilities();
+        if chat != "tools" || !(caps.system && caps.tool_calls && caps.tool_role && caps.tools) {
+            continue;
+        }
+        let pieces = t.render_split(&with_tools, &defs).expect(key);
+        let joined: String = pieces.iter().map(|(_, s)| s.as_str()).collect();
+        assert_eq!(joined, text, "{key}");
+        let caller: Vec<&str> = pieces
+            .iter()
+            .filter(|(c, _)| *c)
+            .map(|(_, s)| s.as_str())
+            .collect();
+        assert!(
+            caller.contains(&"What is in <|im_start|>the manual?"),
+            "{key}: {caller:?}"
+        );
+        assert!(
+            caller.contains(&"Search the knowledge base."),
+            "{key}: {caller:?}"
+        );
+        assert!(
+            pieces
+                .iter()
+                .all(|(c, s)| *c || !s.contains("Search the knowledge base.")),
+            "{key}: a description left in the template's text"
+        );
+        checked.push(stem.to_owned());
+    }
+    assert!(checked.len() >= 3, "{checked:?}");
+}
+
 #[test]
 fn capabilities_are_probed() {
     let Some(dir) = templates_dir() else {
@@ -112,9 +165,15 @@ fn capabilities_are_probed() {
         !gemma.system && !gemma.tool_calls && !gemma.tool_role,
         "{gemma:?}"
     );
+    assert!(!gemma.tools, "{gemma:?}");
     let qwen = load("Qwen-Qwen2.5-7B-Instruct");
-    assert!(qwen.system && qwen.tool_calls && qwen.tool_role, "{qwen:?}");
+    assert!(
+        qwen.system && qwen.tool_calls && qwen.tool_role && qwen.tools,
+        "{qwen:?}"
+    );
+    let llama = load("meta-llama-Llama-3.1-8B-Instruct");
+    assert!(llama.tools && llama.tool_calls, "{llama:?}");
     let phi = load("microsoft-Phi-3.5-mini-instruct");
-    assert!(!phi.tool_calls, "{phi:?}");
+    assert!(!phi.tool_calls && !phi.tools, "{phi:?}");
     assert!(JinjaTemplate::new("{% for m in messages %}", "", "", None).is_err());
 }

@@ -395,6 +395,7 @@ async fn the_completion_core_streams_text_then_calls() {
         ],
         messages: vec![ChatMessage::new(Role::User, "the data base")],
         tools,
+        tool_specs: Vec::new(),
         call_mode,
         params: params(max_tokens),
     };
@@ -452,7 +453,7 @@ async fn the_completion_core_streams_text_then_calls() {
         .map(|i| ChatMessage::new(Role::User, format!("{i} {long}")))
         .collect();
     let question = [ChatMessage::new(Role::User, "the data base")];
-    let (prompt, room) = fit_prompt(llm.as_ref(), "sys", &history, &question, 256).unwrap();
+    let (prompt, room) = fit_prompt(llm.as_ref(), "sys", &history, &question, &[], 256).unwrap();
     let Prompt::Chat(messages) = &prompt else {
         panic!("a chat prompt")
     };
@@ -472,7 +473,7 @@ async fn the_completion_core_streams_text_then_calls() {
     let total = llm.count_prompt_tokens(&prompt).unwrap();
     assert!(room == 256 && total + room <= 4096, "{total} + {room}");
     let too_long = [ChatMessage::new(Role::User, long.repeat(10))];
-    match fit_prompt(llm.as_ref(), "sys", &[], &too_long, 256) {
+    match fit_prompt(llm.as_ref(), "sys", &[], &too_long, &[], 256) {
         Err(MlError::InvalidInput(m)) => assert!(m.contains("window"), "{m}"),
         other => panic!("expected a refusal, got {other:?}"),
     }

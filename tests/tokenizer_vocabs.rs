@@ -4,7 +4,11 @@
 //! per text; tests/test-tokenizer-0.cpp there, special tokens not added). Skips with a
 //! reason when llama.cpp's sources are not in ~/.cache/llama-bench.
 
+mod common;
+
+use std::io::Write;
 use std::path::PathBuf;
+use std::process::{Command, Stdio};
 
 use ragd::ml::llm::LlmTokenizer;
 
@@ -58,4 +62,92 @@ fn tokenizations_match_llama_cpp() {
         }
     }
     assert!(failures.is_empty(), "mismatches: {failures:?}");
+}
+
+/// Mistral-Nemo's `tekken` pre-tokenizer, which llama.cpp ships no test vocabulary for:
+/// llama.cpp's Llama 3 vocabulary relabelled `tekken` (gguf-new-metadata), tokenized by
+/// ragd and by llama.cpp's library (`ragd-llama-ref tokenize-raw`) over the Llama 3 test
+/// inputs and texts that tell the pre-tokenizers apart (digits one by one, case runs).
+#[test]
+fn tekken_matches_llama_cpp() {
+    let Some(home) = std::env::var_os("HOME") else {
+        println!("skipped: no HOME");
+        return;
+    };
+    let dir = PathBuf::from(home)
+        .join(".cache/llama-bench/src/llama_cpp_python-0.3.36/vendor/llama.cpp/models");
+    if !dir.is_dir() {
+        println!("skipped: {} is missing", dir.display());
+        return;
+    }
+    let reference = common::engines::made_by(
+        "RAGD_TEST_LLAMA_REF",
+        "llama-bench/build/bin/ragd-llama-ref",
+        "scripts/llama_ref.sh",
+    );
+    let python = common::engines::made_by(
+        "RAGD_TEST_GGUF_PYTHON",
+        "ragd-bench/venv/bin/python",
+        "scripts/llama_ref.sh",
+    );
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let gguf = tmp.path().join("tekken.gguf");
+    let relabel = Command::new(python.with_file_name("gguf-new-metadata"))
+        .args(["--pre-tokenizer", "tekken", "--force"])
+        .arg(dir.join("ggml-vocab-llama-bpe.gguf"))
+        .arg(&gguf)
+        .output()
+        .expect("gguf-new-metadata runs");
+    assert!(
+        relabel.status.success(),
+        "{}",
+        String::from_utf8_lossy(&relabel.stderr)
+    );
+    let t = LlmTokenizer::from_vocab_only(&gguf).expect("tekken vocabulary");
+    let inp = std::fs::read_to_string(dir.join("ggml-vocab-llama-bpe.gguf.inp")).expect("inputs");
+    let mut texts: Vec<&str> = inp.split("\n__ggml_vocab_test__\n").collect();
+    texts.extend([
+        "HTTPServer parses JSONData in 2026: 12345 items, 3.14159!",
+        "CamelCaseWords and lowerUPPER, x1y2z3",
+        "   leading spaces\n\n\ttabs\r\nand lines",
+        "don't you'll we've (brackets) [1] {json: true}",
+    ]);
+    let mut child = Command::new(&reference)
+        .arg(&gguf)
+        .arg("tokenize-raw")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("ragd-llama-ref runs");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(texts.join("\n__ggml_vocab_test__\n").as_bytes())
+        .expect("writes");
+    let out = child.wait_with_output().expect("ragd-llama-ref ends");
+    assert!(out.status.success(), "ragd-llama-ref failed");
+    let expected: Vec<Vec<u32>> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            l.split_whitespace()
+                .map(|x| x.parse().expect("an id"))
+                .collect()
+        })
+        .collect();
+    assert_eq!(expected.len(), texts.len(), "one line of ids per text");
+    let mut wrong = Vec::new();
+    for (text, want) in texts.iter().zip(&expected) {
+        let got = t.encode(text).expect("encodes");
+        if &got != want {
+            println!("tekken: {text:?}: got {got:?}, llama.cpp {want:?}");
+            wrong.push(*text);
+        }
+    }
+    println!(
+        "tekken: {}/{} inputs match",
+        texts.len() - wrong.len(),
+        texts.len()
+    );
+    assert!(wrong.is_empty(), "mismatches: {wrong:?}");
 }

@@ -554,6 +554,7 @@ async fn a_chat_reply_that_calls_a_high_risk_tool_waits_for_confirmation() {
             name: "scripted".into(),
             family: "qwen2".into(),
             context_length: 8192,
+            template_tools: false,
         },
         stopped: stopped.clone(),
     };

@@ -26,8 +26,8 @@ use crate::kb::query::{QueryParams, QuerySource};
 use crate::kb::search::SearchParams;
 use crate::ml::llm::completion::{Completion, CompletionEvent, CompletionRequest};
 use crate::ml::llm::tool_grammar::{CallMode, ParsedCall, ToolGrammar};
-use crate::ml::llm::{ChatMessage, GenerationParams, Role, SharedGenerator};
-use results::{call_texts, fed_back_result, summary_of};
+use crate::ml::llm::{ChatMessage, GenerationParams, Role, SharedGenerator, ToolCall};
+use results::{fed_back_result, summary_of};
 use router::Decision;
 
 type Result<T> = std::result::Result<T, AssistantError>;
@@ -378,9 +378,27 @@ impl Assistant {
         // out token by token (~0.6 s with SmolLM2). Its optional `top_k` keeps its default.
         let direct = fallback.clone().filter(|c| c.name == "ask_knowledge_base");
         let max_tokens = req.max_tokens.unwrap_or(self.config.llm_max_tokens);
+        // A model whose template shows tool definitions gets them there, in its own
+        // format; for the others the turn's message describes them.
+        let (tool_specs, described): (Vec<Value>, &[ToolInfo]) = if llm.info().template_tools {
+            let specs = tools
+                .iter()
+                .zip(&schemas)
+                .map(|(t, schema)| {
+                    json!({"type": "function", "function": {
+                        "name": t.tool_name,
+                        "description": t.description,
+                        "parameters": schema,
+                    }})
+                })
+                .collect();
+            (specs, &[])
+        } else {
+            (Vec::new(), &tools)
+        };
         let mut turn = vec![ChatMessage::new(
             Role::User,
-            prompt::turn_message(message, &tools, &attachments),
+            prompt::turn_message(message, described, &attachments),
         )];
         let mut records: Vec<ToolCallRecord> = Vec::new();
         let (mut tokens_in, mut tokens_out) = (0u64, 0u64);
@@ -401,6 +419,7 @@ impl Assistant {
                 history: history.clone(),
                 messages: turn.clone(),
                 tools: grammar.clone(),
+                tool_specs: tool_specs.clone(),
                 call_mode: if round == 0 {
                     first_mode
                 } else {
@@ -481,17 +500,21 @@ impl Assistant {
             if kb_answer.is_some() || must_stop || round + 1 == MAX_ROUNDS {
                 break;
             }
-            turn.push(ChatMessage::new(
-                Role::Assistant,
-                format!(
-                    "{text}{}",
-                    call_texts(&records[records.len() - fed_back.len()..])
-                ),
-            ));
-            turn.push(ChatMessage::new(
-                Role::Tool,
-                Value::Array(fed_back).to_string(),
-            ));
+            // The calls and their results as the template expects them: structured calls
+            // on the assistant's message, one tool message per result.
+            let calls: Vec<ToolCall> = records[records.len() - fed_back.len()..]
+                .iter()
+                .enumerate()
+                .map(|(i, r)| ToolCall {
+                    id: ToolCall::id_for(records.len() - fed_back.len() + i + 1),
+                    name: r.tool_name.clone(),
+                    arguments: r.params.clone(),
+                })
+                .collect();
+            turn.push(ChatMessage::assistant_calls(text.clone(), calls.clone()));
+            for (call, result) in calls.iter().zip(fed_back) {
+                turn.push(ChatMessage::tool_result(call, result.to_string()));
+            }
         }
         let (mut sources, mut grounding) = (Vec::new(), None);
         if let Some(r) = kb_answer {

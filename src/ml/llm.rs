@@ -149,6 +149,17 @@ impl ToolCall {
 pub enum Prompt {
     /// A chat, rendered with the model's chat template and ending with the assistant's turn.
     Chat(Vec<ChatMessage>),
+    /// A chat with the tools the model may call, as OpenAI's function-tool objects
+    /// (`{"type": "function", "function": {"name", "description", "parameters"}}`): shown
+    /// through the chat template's `tools` where the template renders them
+    /// ([`ModelInfo::template_tools`]), else described in the system message with the call
+    /// format ragd's tool grammar reads ([`template::describe_tools`]).
+    ToolChat {
+        /// The chat.
+        messages: Vec<ChatMessage>,
+        /// The tool definitions (never empty: an empty list is a plain [`Prompt::Chat`]).
+        tools: Vec<serde_json::Value>,
+    },
     /// Raw text, tokenized as is (after the BOS token when the model wants one).
     Text(String),
     /// Token ids, used as they are (benches, callers that tokenized already).

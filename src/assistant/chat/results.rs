@@ -1,30 +1,14 @@
-//! What a turn says of its tool calls: the calls as the model sees them in the next
-//! round, their results fed back (cut when long), and the reply when the model wrote
-//! none.
+//! What a turn says of its tool calls: their results fed back to the model (cut when
+//! long), and the reply when the model wrote none.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::ToolCallRecord;
-use crate::ml::llm::tool_grammar::OPEN;
 
 /// Longest tool result fed back to the model, in characters of its JSON (~400 tokens):
 /// a long listing would otherwise make the next round's prompt several times the first.
 /// The whole result stays in the reply's `tool_calls`.
 const MAX_FED_BACK_CHARS: usize = 1600;
-
-/// The calls of a round as the model wrote them (fed back as its own turn).
-pub(super) fn call_texts(records: &[ToolCallRecord]) -> String {
-    records
-        .iter()
-        .map(|r| {
-            format!(
-                "{OPEN}{}{}",
-                json!({"name": r.tool_name, "arguments": r.params}),
-                crate::ml::llm::tool_grammar::CLOSE
-            )
-        })
-        .collect()
-}
 
 /// What the turn did, when the model wrote no text of its own.
 pub(super) fn summary_of(records: &[ToolCallRecord]) -> String {
@@ -83,6 +67,7 @@ pub(super) fn fed_back_result(result: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn long_tool_results_are_cut_before_they_are_fed_back() {

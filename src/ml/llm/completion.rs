@@ -32,6 +32,10 @@ pub struct CompletionRequest {
     pub messages: Vec<ChatMessage>,
     /// The tools a call may name, with their argument schemas; `None` for text only.
     pub tools: Option<ToolGrammar>,
+    /// The tool definitions shown to the model (OpenAI's function-tool objects), through
+    /// its chat template's `tools` or described in the system message
+    /// ([`Prompt::ToolChat`]). Empty when the caller describes its tools itself.
+    pub tool_specs: Vec<serde_json::Value>,
     /// Whether the output may be text (`Auto`) or must be one call (`Required`).
     pub call_mode: CallMode,
     /// Sampling and stopping; `max_tokens` is lowered to what the window holds.
@@ -67,6 +71,7 @@ impl Completion {
             history,
             messages,
             tools,
+            tool_specs,
             call_mode,
             mut params,
         } = request;
@@ -74,7 +79,14 @@ impl Completion {
             let llm = llm.clone();
             let max_tokens = params.max_tokens;
             tokio::task::spawn_blocking(move || {
-                fit_prompt(llm.as_ref(), &system, &history, &messages, max_tokens)
+                fit_prompt(
+                    llm.as_ref(),
+                    &system,
+                    &history,
+                    &messages,
+                    &tool_specs,
+                    max_tokens,
+                )
             })
             .await
             .map_err(|e| MlError::Inference(format!("prompt layout stopped: {e}")))??
@@ -149,20 +161,32 @@ impl Completion {
     }
 }
 
-/// The prompt: the system message, the newest `history` that fits, then `messages`.
-/// Returns it with the answer's room in tokens (`max_tokens`, lowered so that the
-/// answer has at most half of what the window has left).
+/// The prompt: the system message, the newest `history` that fits, then `messages`,
+/// with the tool definitions `tools` when there are any. Returns it with the answer's
+/// room in tokens (`max_tokens`, lowered so that the answer has at most half of what the
+/// window has left).
 pub fn fit_prompt(
     llm: &dyn Generator,
     system: &str,
     history: &[ChatMessage],
     messages: &[ChatMessage],
+    tools: &[serde_json::Value],
     max_tokens: usize,
 ) -> Result<(Prompt, usize), MlError> {
     let window = llm.info().context_length;
+    let chat = |messages: Vec<ChatMessage>| {
+        if tools.is_empty() {
+            Prompt::Chat(messages)
+        } else {
+            Prompt::ToolChat {
+                messages,
+                tools: tools.to_vec(),
+            }
+        }
+    };
     let mut fixed = vec![ChatMessage::new(Role::System, system)];
     fixed.extend(messages.iter().cloned());
-    let base = llm.count_prompt_tokens(&Prompt::Chat(fixed.clone()))? + SAFETY_TOKENS;
+    let base = llm.count_prompt_tokens(&chat(fixed.clone()))? + SAFETY_TOKENS;
     if base + 1 >= window {
         return Err(MlError::InvalidInput(format!(
             "the message, instructions and tools are {base} tokens; the model's window is {window}"
@@ -183,7 +207,7 @@ pub fn fit_prompt(
     let mut prompt = vec![fixed.remove(0)];
     prompt.extend(kept);
     prompt.extend(fixed);
-    Ok((Prompt::Chat(prompt), max_tokens))
+    Ok((chat(prompt), max_tokens))
 }
 
 /// Passes text until a tool call opens, holding back what might be the opener's start.

@@ -103,6 +103,7 @@ impl LlmEngine {
                 let mut file = GgufFile::open(path)?;
                 let mut info = file.info(path);
                 let tokenizer = LlmTokenizer::load(path, &file.content.metadata, file.arch)?;
+                info.template_tools = tokenizer.template_tools();
                 let runner = match backend {
                     Backend::Cpu {
                         options,

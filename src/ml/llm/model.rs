@@ -65,6 +65,10 @@ pub struct ModelInfo {
     pub family: String,
     /// Tokens the model can attend to (prompt and answer together).
     pub context_length: usize,
+    /// Whether the model's own chat template shows tool definitions
+    /// ([`Prompt::ToolChat`](super::Prompt::ToolChat) goes through it); otherwise they are
+    /// described in the system message.
+    pub template_tools: bool,
 }
 
 /// The weights of one of the supported families, in candle's models.
@@ -156,6 +160,8 @@ impl GgufFile {
             name,
             family: self.arch.as_str().to_owned(),
             context_length,
+            // Set once the tokenizer has read the template.
+            template_tools: false,
         }
     }
 

@@ -25,6 +25,7 @@ use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, Semaphore};
 
 use super::generator::Generator;
+use super::template::{inline_calls, with_described_tools};
 use super::tool_grammar::{CallMode, CLOSE, OPEN};
 use super::{
     ChatMessage, FinishReason, GenerateRequest, LlmEvent, LlmTokenizer, ModelInfo, Prompt, Role,
@@ -198,6 +199,8 @@ impl RemoteGenerator {
                 name,
                 family: "remote".into(),
                 context_length,
+                // The server's template is not known: tools are described in text.
+                template_tools: false,
             },
             remote,
             model,
@@ -271,10 +274,10 @@ impl RemoteGenerator {
             }
         }
         let path = match &request.prompt {
-            Prompt::Chat(messages) => {
+            Prompt::Chat(_) | Prompt::ToolChat { .. } => {
                 body.insert(
                     "messages".into(),
-                    Value::Array(messages.iter().map(message).collect()),
+                    Value::Array(chat_messages(&request.prompt).iter().map(message).collect()),
                 );
                 "/v1/chat/completions"
             }
@@ -321,10 +324,21 @@ fn call_schema(tools: &[(String, Value)]) -> Value {
 /// A message as OpenAI's API takes it. Tool results go back as the user's turn: ragd's
 /// tool loop has no call ids, and a `tool` message without one is refused by servers
 /// that check.
+/// The messages of a chat prompt, tools described in the system message (the server's
+/// template is not known); empty for other prompts.
+fn chat_messages(prompt: &Prompt) -> Vec<ChatMessage> {
+    match prompt {
+        Prompt::Chat(messages) => messages.clone(),
+        Prompt::ToolChat { messages, tools } => with_described_tools(messages, tools),
+        Prompt::Text(_) | Prompt::Tokens(_) => Vec::new(),
+    }
+}
+
 fn message(m: &ChatMessage) -> Value {
     match m.role {
         Role::Tool => json!({"role": "user", "content": format!("Tool result:\n{}", m.content)}),
-        role => json!({"role": role.as_str(), "content": m.content}),
+        // Calls are written as ragd's grammar reads them, whatever the server's template.
+        role => json!({"role": role.as_str(), "content": inline_calls(m)}),
     }
 }
 
@@ -591,8 +605,8 @@ impl Generator for RemoteGenerator {
             Prompt::Tokens(ids) => Ok(ids.len()),
             Prompt::Text(text) if server => self.tokenize(text),
             Prompt::Text(text) => Ok(estimate(text)),
-            Prompt::Chat(messages) if server => {
-                let messages: Vec<Value> = messages.iter().map(message).collect();
+            Prompt::Chat(_) | Prompt::ToolChat { .. } if server => {
+                let messages: Vec<Value> = chat_messages(prompt).iter().map(message).collect();
                 let applied = self
                     .remote
                     .post_json("/apply-template", &json!({"messages": messages}))?;
@@ -608,7 +622,7 @@ impl Generator for RemoteGenerator {
                 self.tokenize(text)
             }
             // Each message's text plus a few tokens of role markers.
-            Prompt::Chat(messages) => Ok(messages
+            Prompt::Chat(_) | Prompt::ToolChat { .. } => Ok(chat_messages(prompt)
                 .iter()
                 .map(|m| estimate(&m.content) + 4)
                 .sum::<usize>()

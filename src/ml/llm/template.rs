@@ -46,10 +46,53 @@ pub(super) enum Part {
     Template(String),
 }
 
+/// The tool definitions `tools` (OpenAI's function-tool objects) as text for the system
+/// message, with the call format ragd's tool grammar reads: for models whose template does
+/// not render `tools`. The same layout the assistant writes into its turns.
+pub fn describe_tools(tools: &[serde_json::Value]) -> String {
+    let mut s = String::from(
+        "Tools you can call, by writing <tool_call>{\"name\": \"<tool>\", \"arguments\": {...}}</tool_call>:\n",
+    );
+    for t in tools {
+        let f = t.get("function").unwrap_or(t);
+        let name = f.get("name").and_then(|v| v.as_str()).unwrap_or_default();
+        let description = f
+            .get("description")
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .trim();
+        let arguments = f
+            .get("parameters")
+            .and_then(|p| p.get("properties"))
+            .cloned()
+            .unwrap_or_else(|| serde_json::json!({}));
+        let sep = if description.is_empty() { "" } else { " " };
+        s.push_str(&format!(
+            "- {name}:{sep}{description} Arguments: {arguments}\n"
+        ));
+    }
+    s
+}
+
+/// `messages` with `tools` described at the end of the system message (one is added
+/// first when there is none).
+pub(in crate::ml::llm) fn with_described_tools(
+    messages: &[ChatMessage],
+    tools: &[serde_json::Value],
+) -> Vec<ChatMessage> {
+    let text = describe_tools(tools);
+    let mut out = messages.to_vec();
+    match out.iter_mut().find(|m| m.role == Role::System) {
+        Some(system) => system.content = format!("{}\n\n{text}", system.content.trim()),
+        None => out.insert(0, ChatMessage::new(Role::System, text)),
+    }
+    out
+}
+
 /// An assistant message's text with its tool calls written after it as
 /// `<tool_call>{"name": .., "arguments": ..}</tool_call>` (ragd's tool-call grammar), for
 /// templates that do not render `tool_calls`.
-pub(super) fn inline_calls(m: &ChatMessage) -> String {
+pub(in crate::ml::llm) fn inline_calls(m: &ChatMessage) -> String {
     let mut out = m.content.trim().to_owned();
     for c in &m.tool_calls {
         let call = serde_json::json!({"name": c.name, "arguments": c.arguments});

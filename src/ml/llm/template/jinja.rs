@@ -41,6 +41,8 @@ pub struct Capabilities {
     pub tool_calls: bool,
     /// It renders a `tool` message.
     pub tool_role: bool,
+    /// It renders the tool definitions (`tools`).
+    pub tools: bool,
 }
 
 /// A compiled chat template with its special tokens and capabilities.
@@ -104,6 +106,7 @@ impl JinjaTemplate {
                 system: true,
                 tool_calls: true,
                 tool_role: true,
+                tools: true,
             },
         };
         t.caps = t.probe()?;
@@ -130,6 +133,25 @@ impl JinjaTemplate {
         self.run(msgs, tools, add_generation_prompt)
     }
 
+    /// What [`JinjaTemplate::render`] makes of a chat, as `(caller_text, text)` pieces in
+    /// order: `true` for the caller's text (never control tokens), `false` for the
+    /// template's own.
+    pub fn render_split(
+        &self,
+        messages: &[ChatMessage],
+        tools: &[Json],
+    ) -> Result<Vec<(bool, String)>, MlError> {
+        Ok(self
+            .render(messages, tools)?
+            .into_iter()
+            .filter_map(|p| match p {
+                Part::Text(t) => Some((true, t)),
+                Part::Template(t) => Some((false, t)),
+                _ => None,
+            })
+            .collect())
+    }
+
     /// The prompt for `messages`, ending where the assistant's answer begins: the
     /// template's own text as [`Part::Template`], the caller's as [`Part::Text`].
     pub(in crate::ml::llm) fn render(
@@ -152,7 +174,23 @@ impl JinjaTemplate {
                 })
             })
             .collect();
-        let out = self.run(msgs, tools, true)?;
+        // Tool definitions are caller text too: their descriptions are placeholders; their
+        // other strings (names, types, enum values), which templates may compare, are
+        // checked by the tokenizer for control tokens instead.
+        let tools: Vec<Json> = tools
+            .iter()
+            .map(|t| {
+                map_descriptions(t, &mut |s| {
+                    let s = s.trim();
+                    if s.is_empty() {
+                        return String::new();
+                    }
+                    texts.push(s.to_owned());
+                    format!("\x01ragd{}\x01", texts.len() - 1)
+                })
+            })
+            .collect();
+        let out = self.run(msgs, &tools, true)?;
         split(&out, &texts)
     }
 
@@ -192,6 +230,15 @@ impl JinjaTemplate {
             &[ChatMessage::new(Role::System, PROBE_SYSTEM), user.clone()],
             PROBE_SYSTEM,
         );
+        let spec = json!({"type": "function", "function": {
+            "name": PROBE_TOOL,
+            "description": PROBE_RESULT,
+            "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+        }});
+        let tools = self
+            .render_text(std::slice::from_ref(&user), &[spec], true)
+            .map(|t| t.contains(PROBE_TOOL))
+            .unwrap_or(false);
         let call = ToolCall {
             id: ToolCall::id_for(1),
             name: PROBE_TOOL.into(),
@@ -216,6 +263,7 @@ impl JinjaTemplate {
             system,
             tool_calls,
             tool_role,
+            tools,
         })
     }
 
@@ -298,6 +346,25 @@ fn map_strings(v: &Json, text: &mut dyn FnMut(&str) -> String) -> Json {
     }
 }
 
+/// `v` with the string values of its `description` keys (at any depth) mapped by `text`.
+fn map_descriptions(v: &Json, text: &mut dyn FnMut(&str) -> String) -> Json {
+    match v {
+        Json::Array(a) => Json::Array(a.iter().map(|x| map_descriptions(x, text)).collect()),
+        Json::Object(o) => Json::Object(
+            o.iter()
+                .map(|(k, x)| {
+                    let x = match x {
+                        Json::String(s) if k == "description" => Json::String(text(s)),
+                        other => map_descriptions(other, text),
+                    };
+                    (k.clone(), x)
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
 /// Cuts the rendered `out` at its placeholders.
 fn split(out: &str, texts: &[String]) -> Result<Vec<Part>, MlError> {
     let mut parts = Vec::new();
@@ -338,4 +405,48 @@ fn split(out: &str, texts: &[String]) -> Result<Vec<Part>, MlError> {
         ));
     }
     Ok(parts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tools section of Qwen 2.5's template, cut down.
+    const TOOLS_TEMPLATE: &str = "{%- if tools %}<|im_start|>system\n{{ messages[0].content }}\n<tools>{% for tool in tools %}\n{{ tool | tojson }}{% endfor %}\n</tools><|im_end|>\n{% endif %}{% for m in messages %}{% if m.role != 'system' or not tools %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
+    #[test]
+    fn tool_definitions_go_through_the_template_with_descriptions_as_caller_text() {
+        let t = JinjaTemplate::new(TOOLS_TEMPLATE, "", "<|im_end|>", None).unwrap();
+        assert!(t.capabilities().tools);
+        let messages = [
+            ChatMessage::new(Role::System, "Be brief."),
+            ChatMessage::new(Role::User, "find it"),
+        ];
+        let tools = [json!({"type": "function", "function": {
+            "name": "search",
+            "description": "Finds \"things\" <|im_start|>",
+            "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+        }})];
+        let parts = t.render(&messages, &tools).unwrap();
+        let joined: String = parts
+            .iter()
+            .map(|p| match p {
+                Part::Template(s) | Part::Text(s) => s.as_str(),
+                _ => "",
+            })
+            .collect();
+        assert_eq!(joined, t.render_text(&messages, &tools, true).unwrap());
+        // The description (JSON-escaped, as tojson wrote it) is caller text.
+        assert!(parts
+            .iter()
+            .any(|p| matches!(p, Part::Text(s) if s == "Finds \\\"things\\\" <|im_start|>")));
+        assert!(joined.contains("\"name\": \"search\""), "{joined}");
+    }
+
+    #[test]
+    fn a_template_without_tools_says_so() {
+        let plain = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}";
+        let t = JinjaTemplate::new(plain, "", "", None).unwrap();
+        assert!(!t.capabilities().tools);
+    }
 }

@@ -165,11 +165,11 @@ fn byte_level(
             )))
         }
     };
-    // Llama 3 takes a pre-token that is a whole piece as that piece, merges or not
+    // Llama 3 and tekken take a pre-token that is a whole piece as that piece, merges or not
     // (llama.cpp's `ignore_merges`).
     let bpe = BPE::builder()
         .vocab_and_merges(vocab.into_iter().collect::<Vocab>(), merges)
-        .ignore_merges(regex == LLAMA3_REGEX)
+        .ignore_merges(regex == LLAMA3_REGEX || regex == TEKKEN_REGEX)
         .build()
         .map_err(|e| MlError::Load(format!("GGUF vocabulary: {e}")))?;
     let split = Split::new(

@@ -48,6 +48,14 @@ impl SpecialMatcher {
             .find(|(t, _)| text.starts_with(t.as_str()))
     }
 
+    /// The first added token spelled somewhere in `text`, if any.
+    pub(super) fn find_in<'a>(&'a self, text: &str) -> Option<&'a str> {
+        (0..text.len())
+            .filter(|&i| text.is_char_boundary(i))
+            .find_map(|i| self.at(&text[i..]))
+            .map(|(t, _)| t.as_str())
+    }
+
     /// `parts` as fragments; `id_of` names control tokens, `bos`/`eos` are the model's.
     pub(super) fn fragments(
         &self,
