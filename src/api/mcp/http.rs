@@ -126,7 +126,8 @@ pub async fn post(State(h): State<McpHttp>, headers: HeaderMap, body: Body) -> R
         }
     };
     let (id, method, params) = match jsonrpc::parse(&bytes) {
-        Err((id, e)) => {
+        Err(rejected) => {
+            let (id, e) = *rejected;
             tracing::info!(code = e.code, "MCP message refused");
             return rpc_response(StatusCode::BAD_REQUEST, &id, &e);
         }

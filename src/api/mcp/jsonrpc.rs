@@ -87,10 +87,14 @@ impl Incoming {
     }
 }
 
+/// A message refused before it could be answered: the id to answer (the message's when
+/// it could be read, else `null`) and why.
+pub type Rejected = Box<(Value, RpcError)>;
+
 /// Reads one message from its text: `-32700` for bad JSON, `-32600` for anything else
 /// that is not one JSON-RPC 2.0 message (a batch array included). On error, the id is
 /// the message's when it could be read.
-pub fn parse(body: &[u8]) -> Result<Incoming, (Value, RpcError)> {
+pub fn parse(body: &[u8]) -> Result<Incoming, Rejected> {
     let value: Value = serde_json::from_slice(body).map_err(|e| {
         (
             Value::Null,
@@ -101,8 +105,8 @@ pub fn parse(body: &[u8]) -> Result<Incoming, (Value, RpcError)> {
 }
 
 /// [`parse`] of an already decoded value.
-pub fn from_value(value: Value) -> Result<Incoming, (Value, RpcError)> {
-    let invalid = |id: Value, m: &str| Err((id, RpcError::new(INVALID_REQUEST, m)));
+pub fn from_value(value: Value) -> Result<Incoming, Rejected> {
+    let invalid = |id: Value, m: &str| Err(Box::new((id, RpcError::new(INVALID_REQUEST, m))));
     let obj: Map<String, Value> = match value {
         Value::Object(o) => o,
         Value::Array(_) => {
@@ -134,7 +138,10 @@ pub fn from_value(value: Value) -> Result<Incoming, (Value, RpcError)> {
         None | Some(Value::Null) => Value::Object(Map::new()),
         Some(p @ Value::Object(_)) => p.clone(),
         Some(_) => {
-            return Err((reply_id, RpcError::params("\"params\" must be an object")));
+            return Err(Box::new((
+                reply_id,
+                RpcError::params("\"params\" must be an object"),
+            )));
         }
     };
     match id {
@@ -178,11 +185,11 @@ mod tests {
         assert_eq!(resp, Incoming::Response);
         assert_eq!(parse(b"{nope").unwrap_err().1.code, PARSE_ERROR);
         assert_eq!(parse(b"[]").unwrap_err().1.code, INVALID_REQUEST);
-        let (id, e) = parse(br#"{"jsonrpc":"2.0","id":7,"method":"x","params":[1]}"#).unwrap_err();
+        let (id, e) = *parse(br#"{"jsonrpc":"2.0","id":7,"method":"x","params":[1]}"#).unwrap_err();
         assert_eq!((id, e.code), (json!(7), INVALID_PARAMS));
-        let (_, e) = parse(br#"{"jsonrpc":"1.0","id":7,"method":"x"}"#).unwrap_err();
+        let (_, e) = *parse(br#"{"jsonrpc":"1.0","id":7,"method":"x"}"#).unwrap_err();
         assert_eq!(e.code, INVALID_REQUEST);
-        let (_, e) = parse(br#"{"jsonrpc":"2.0","id":{},"method":"x"}"#).unwrap_err();
+        let (_, e) = *parse(br#"{"jsonrpc":"2.0","id":{},"method":"x"}"#).unwrap_err();
         assert_eq!(e.code, INVALID_REQUEST);
     }
 }

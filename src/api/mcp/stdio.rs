@@ -91,7 +91,10 @@ enum LocalStep {
 /// What one line asks of the local server; `initialize` fixes `version`.
 fn local_answer(version: &mut Option<String>, line: String) -> LocalStep {
     let (id, method, params) = match jsonrpc::parse(line.as_bytes()) {
-        Err((id, e)) => return LocalStep::Done(Some(jsonrpc::error(&id, &e))),
+        Err(rejected) => {
+            let (id, e) = *rejected;
+            return LocalStep::Done(Some(jsonrpc::error(&id, &e)));
+        }
         Ok(Incoming::Response | Incoming::Notification { .. }) => return LocalStep::Done(None),
         Ok(Incoming::Request { id, method, params }) => (id, method, params),
     };
