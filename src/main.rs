@@ -282,6 +282,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Serve(args) => {
             let config = load_config(&args)?;
             init_tracing(config.log_format);
+            let _lock = ragd::state::data_lock::DataDirLock::acquire(&config.data_dir)?;
             let addr = format!("{}:{}", config.host, config.port);
             let listener = tokio::net::TcpListener::bind(&addr)
                 .await
@@ -314,13 +315,12 @@ async fn mcp_command(args: McpArgs) -> anyhow::Result<()> {
         models_dir: args.models_dir.clone(),
         ..ServeArgs::default()
     })?;
+    let _lock = ragd::state::data_lock::DataDirLock::acquire(&config.data_dir)
+        .map_err(|e| anyhow::anyhow!("{e}: reach that server with `ragd mcp --server URL`"))?;
     let data_dir = config.data_dir.clone();
-    let state = ragd::AppState::build(config).await.with_context(|| {
-        format!(
-            "opening the data directory {} (if a ragd server is running on it, use `ragd mcp --server URL` instead)",
-            data_dir.display()
-        )
-    })?;
+    let state = ragd::AppState::build(config)
+        .await
+        .with_context(|| format!("opening the data directory {}", data_dir.display()))?;
     let users = state.assistant.users.list().await?;
     let chosen = match &args.user {
         Some(email) => users

@@ -165,4 +165,26 @@ async fn ragd_mcp_on_its_own_data_directory() {
     assert_eq!(one(&run, "STDIO_SEARCH_EMPTY"), "0", "{}", run.stdout);
     // It acted as the first administrator, created on the fresh data directory.
     assert!(dir.path().join("initial-admin.txt").exists());
+
+    // A data directory another process holds (as `ragd serve` holds its own) is refused
+    // at once, naming the way to the running server.
+    let _held = ragd::state::data_lock::DataDirLock::acquire(dir.path()).unwrap();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_ragd"))
+        .args(["mcp", "--data-dir", &data, "--models-dir", &models])
+        .env("RAGD_LLM_MODEL", "none")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("in use") && stderr.contains("--server"),
+        "{stderr}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "stdout is the protocol's: {:?}",
+        out.stdout
+    );
 }
