@@ -344,5 +344,19 @@ async fn credentials_and_what_a_server_key_may_do() {
     assert!(text.contains("user's credential"), "{text}");
     let (_, b) = m.modern("resources/list", json!({})).await;
     assert_eq!(b["result"]["resources"], json!([]), "{b}");
+    let spec: Value = s
+        .client
+        .get(s.url("/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        spec["paths"]["/mcp"]["post"]["operationId"], "mcp_post",
+        "{}",
+        spec["paths"]["/mcp"]
+    );
     s.stop().await;
 }

@@ -93,6 +93,24 @@ async fn admit(h: &McpHttp, headers: &HeaderMap) -> Result<Caller, Response> {
 }
 
 /// `POST /mcp`.
+#[utoipa::path(
+    post,
+    path = "/mcp",
+    tag = "mcp",
+    operation_id = "mcp_post",
+    description = "MCP streamable HTTP: one JSON-RPC message per POST (initialize, ping, tools/list, tools/call, resources/list, resources/read, server/discover). Auth: `Authorization: Bearer <api_key:api_secret>` (a user) or a server key. See docs/mcp.md.",
+    request_body(content = serde_json::Value, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The JSON-RPC response (`Mcp-Session-Id` set by initialize)", body = serde_json::Value),
+        (status = 202, description = "A notification or response was accepted"),
+        (status = 400, description = "JSON-RPC error: parse error, invalid request, missing session, header mismatch, unsupported version"),
+        (status = 401, description = "Missing or wrong credential (`WWW-Authenticate: Bearer`)"),
+        (status = 403, description = "A foreign Origin"),
+        (status = 404, description = "Unknown or expired session"),
+        (status = 413, description = "Body over 4 MiB"),
+    ),
+    security(("bearer" = [])),
+)]
 #[tracing::instrument(skip_all, name = "mcp_post")]
 pub async fn post(State(h): State<McpHttp>, headers: HeaderMap, body: Body) -> Response {
     let caller = match admit(&h, &headers).await {
@@ -268,6 +286,15 @@ pub async fn get(State(h): State<McpHttp>, headers: HeaderMap) -> Response {
 }
 
 /// `DELETE /mcp`: ends the session named by `Mcp-Session-Id`.
+#[utoipa::path(
+    delete,
+    path = "/mcp",
+    tag = "mcp",
+    operation_id = "mcp_delete",
+    params(("Mcp-Session-Id" = String, Header, description = "The session initialize opened")),
+    responses((status = 204, description = "Session ended"), (status = 404, description = "No such session")),
+    security(("bearer" = [])),
+)]
 pub async fn delete(State(h): State<McpHttp>, headers: HeaderMap) -> Response {
     let caller = match admit(&h, &headers).await {
         Ok(c) => c,
