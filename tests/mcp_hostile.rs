@@ -286,6 +286,7 @@ async fn credentials_and_what_a_server_key_may_do() {
     let dir = tempfile::tempdir().unwrap();
     let config = ragd::Config {
         api_keys: vec!["server-key".into()],
+        rate_limit_tools: 3,
         ..test_config(dir.path())
     };
     let s = TestServer::start_with(config).await;
@@ -342,6 +343,23 @@ async fn credentials_and_what_a_server_key_may_do() {
     assert_eq!(b["result"]["isError"], true, "{b}");
     let text = b["result"]["content"][0]["text"].as_str().unwrap();
     assert!(text.contains("user's credential"), "{text}");
+    let (_, b) = m
+        .modern(
+            "tools/call",
+            json!({"name": "calculate", "arguments": {"expression": "6*7"}}),
+        )
+        .await;
+    assert_eq!(b["result"]["isError"], false, "{b}");
+    // The fourth call in the minute is over `rate_limit_tools`: a tool error, not a run.
+    let (_, b) = m
+        .modern(
+            "tools/call",
+            json!({"name": "search_knowledge_base", "arguments": {"query": "pumps"}}),
+        )
+        .await;
+    assert_eq!(b["result"]["isError"], true, "{b}");
+    let text = b["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("rate limit"), "{text}");
     let (_, b) = m.modern("resources/list", json!({})).await;
     assert_eq!(b["result"]["resources"], json!([]), "{b}");
     let spec: Value = s

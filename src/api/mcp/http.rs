@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use axum::body::{to_bytes, Body};
+use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -28,6 +28,8 @@ pub const METHOD_HEADER: &str = "mcp-method";
 pub const NAME_HEADER: &str = "mcp-name";
 /// Largest request body.
 pub const MAX_BODY: usize = 4 << 20;
+/// Most bytes of an oversized body read (and dropped) before the 413 is sent.
+const DRAIN_LIMIT: usize = 64 << 20;
 
 /// What the `/mcp` handlers share.
 #[derive(Clone)]
@@ -129,19 +131,16 @@ pub async fn post(State(h): State<McpHttp>, headers: HeaderMap, body: Body) -> R
             );
         }
     }
-    let bytes = match to_bytes(body, MAX_BODY).await {
-        Ok(b) => b,
-        Err(_) => {
-            tracing::warn!("MCP body over the limit (or unreadable)");
-            return rpc_response(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                &Value::Null,
-                &RpcError::new(
-                    jsonrpc::INVALID_REQUEST,
-                    format!("request body over {} MiB", MAX_BODY >> 20),
-                ),
-            );
-        }
+    let Some(bytes) = read_body(body).await else {
+        tracing::warn!("MCP body over the limit (or unreadable)");
+        return rpc_response(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &Value::Null,
+            &RpcError::new(
+                jsonrpc::INVALID_REQUEST,
+                format!("request body over {} MiB", MAX_BODY >> 20),
+            ),
+        );
     };
     let (id, method, params) = match jsonrpc::parse(&bytes) {
         Err(rejected) => {
@@ -192,6 +191,33 @@ pub async fn post(State(h): State<McpHttp>, headers: HeaderMap, body: Body) -> R
     let ctx = Ctx { caller, version };
     let answer = jsonrpc::response(&id, h.server.call(&ctx, &method, params).await);
     axum::Json(answer).into_response()
+}
+
+/// The body, or `None` when it is over [`MAX_BODY`] or unreadable. An oversized body is
+/// still read (and dropped) up to [`DRAIN_LIMIT`] for a short while, so that the client,
+/// still sending, gets the 413 rather than a connection closed under it.
+async fn read_body(body: Body) -> Option<Vec<u8>> {
+    use futures::StreamExt as _;
+    let mut stream = body.into_data_stream();
+    let mut buf = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.ok()?;
+        if buf.len() + chunk.len() > MAX_BODY {
+            let mut seen = buf.len() + chunk.len();
+            let drain = async {
+                while let Some(Ok(c)) = stream.next().await {
+                    seen += c.len();
+                    if seen > DRAIN_LIMIT {
+                        break;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), drain).await;
+            return None;
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Some(buf)
 }
 
 /// `initialize`: negotiates the version and opens a session.

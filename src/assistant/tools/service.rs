@@ -1,9 +1,9 @@
 //! Tools for a caller with no user: a server key (`API_KEYS`, or development mode) on
 //! `/mcp`. Such a caller is the knowledge base's service identity, as on `/api/v1`: it may
-//! run the low-risk knowledge-base tools, which read the knowledge base and nothing of a
-//! user's. Every other tool acts as a user (conversations), changes what is stored, or
-//! would be held for a person's confirmation under a user's name: those need a user's
-//! credential.
+//! run the low-risk tools that read nothing of a user's (the knowledge-base readers, the
+//! clock, the calculator). Every other tool acts as a user (conversations), changes what
+//! is stored, or would be held for a person's confirmation under a user's name: those
+//! need a user's credential.
 
 use serde_json::Value;
 
@@ -13,7 +13,7 @@ use crate::assistant::{Assistant, AssistantError};
 
 /// Whether the service identity may run `spec`.
 pub fn service_may_run(spec: &ToolSpec) -> bool {
-    spec.category == Category::KnowledgeBase && spec.risk == Risk::Low && !spec.admin_only
+    spec.category != Category::Conversations && spec.risk == Risk::Low && !spec.admin_only
 }
 
 impl Assistant {
@@ -44,7 +44,7 @@ impl Assistant {
                 spec.name
             )));
         }
-        // The low-risk knowledge-base tools read nothing of the user they run for.
+        // These tools read nothing of the user they run for.
         self.run_tool(&service_identity(), spec.name, params).await
     }
 }
