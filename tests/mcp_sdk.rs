@@ -100,6 +100,34 @@ async fn the_mcp_sdk_over_http_and_stdio() {
     assert_eq!(held[0]["tool_name"], "delete_document");
     assert_eq!(held[0]["params"]["document_id"], doc_id.as_str());
 
+    // A client that declared elicitation: the person's answer decides the held delete.
+    let (st, r) = s
+        .upload("second.md", b"# Second\n\nA second note about the pumps.\n")
+        .await;
+    assert_eq!(st, 200, "{r}");
+    let (_, docs) = s.get_json("/api/v1/documents").await;
+    let second = docs["documents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].as_str().unwrap().to_owned())
+        .find(|id| *id != doc_id)
+        .expect("the second document");
+    let run = run_client(
+        "mcp_sdk.py",
+        &["elicit", &url, &key, &second, &doc_id],
+        &[],
+        SDK_TIMEOUT,
+    )
+    .await;
+    run.assert_ok();
+    assert_eq!(one(&run, "ELICIT_ASKED"), "2");
+    assert_eq!(one(&run, "ELICIT_DECLINED"), "ok");
+    let (st, _) = s.get_json(&format!("/api/v1/documents/{second}")).await;
+    assert_eq!(st, 404, "the confirmed delete did not run");
+    let (st, _) = s.get_json(&format!("/api/v1/documents/{doc_id}")).await;
+    assert_eq!(st, 200, "the declined delete ran");
+
     // A wrong token: the SDK raises, and the HTTP answer is 401 with a Bearer challenge.
     let run = run_client(
         "mcp_sdk.py",

@@ -4,6 +4,7 @@
 //! HTTP transport at `/mcp`; [`stdio`] serves the same over stdin/stdout for `ragd mcp`,
 //! on a data directory or forwarding to a running server. docs/mcp.md is the user's guide.
 
+pub mod confirm;
 pub mod http;
 pub mod jsonrpc;
 pub mod protocol;

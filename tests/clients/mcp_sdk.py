@@ -3,7 +3,8 @@
 Each check prints a line `NAME value` that the Rust test reads; any failed expectation
 raises, so the script exits non-zero with the reason.
 
-Modes: `http URL TOKEN WORD DOC_ID SOURCE` (streamable HTTP, the SDK's default version
+Modes: `http URL TOKEN WORD DOC_ID SOURCE`, `elicit URL TOKEN ACCEPT_DOC_ID DECLINE_DOC_ID`
+(held deletes confirmed or declined by the person through the client's elicitation form), (streamable HTTP, the SDK's default version
 negotiation and the legacy handshake), `refused URL BAD_TOKEN`, and
 `stdio RAGD ARGS_JSON ENV_JSON WORD` (the SDK starts `ragd mcp ...` itself; an empty WORD
 searches an empty knowledge base).
@@ -13,7 +14,7 @@ import asyncio
 import json
 import sys
 
-from mcp import Client, MCPError, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
@@ -84,6 +85,37 @@ async def http_checks(url: str, token: str, word: str, doc_id: str, source: str)
         await search(c, word, "LEGACY")
 
 
+async def elicit(url: str, token: str, accept_doc: str, decline_doc: str) -> None:
+    asked = []
+
+    def answering(confirm: bool):
+        async def callback(context, params):
+            asked.append(params.message)
+            assert params.requested_schema["properties"]["confirm"]["type"] == "boolean"
+            if confirm:
+                return types.ElicitResult(action="accept", content={"confirm": True})
+            return types.ElicitResult(action="decline")
+
+        return callback
+
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    transport = streamable_http_client(url, http_client=http)
+    async with Client(transport, elicitation_callback=answering(True)) as c:
+        r = await c.call_tool("delete_document", {"document_id": accept_doc})
+        assert not r.is_error, r
+        assert r.structured_content["status"] == "executed", r.structured_content
+        print("ELICIT_ACCEPTED", r.structured_content["action_id"])
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    transport = streamable_http_client(url, http_client=http)
+    async with Client(transport, elicitation_callback=answering(False)) as c:
+        r = await c.call_tool("delete_document", {"document_id": decline_doc})
+        assert not r.is_error, r
+        assert "declined" in r.content[0].text, r.content[0].text
+        print("ELICIT_DECLINED", "ok")
+    assert len(asked) == 2 and "delete_document" in asked[0], asked
+    print("ELICIT_ASKED", len(asked))
+
+
 async def refused(url: str, bad_token: str) -> None:
     try:
         async with http_client(url, bad_token, "auto") as c:
@@ -114,6 +146,8 @@ def main() -> None:
     mode, rest = sys.argv[1], sys.argv[2:]
     if mode == "http":
         asyncio.run(http_checks(*rest))
+    elif mode == "elicit":
+        asyncio.run(elicit(*rest))
     elif mode == "refused":
         asyncio.run(refused(*rest))
     elif mode == "stdio":

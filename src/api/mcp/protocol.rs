@@ -90,7 +90,8 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    fn modern(&self) -> bool {
+    /// Whether the request is of the stateless revision.
+    pub fn modern(&self) -> bool {
         is_modern(&self.version)
     }
 }
@@ -188,7 +189,7 @@ impl McpServer {
 /// The fields every 2026-07-28 result carries (older peers ignore them, but an empty
 /// `ping` result stays `{}` for them).
 fn stamp_modern(o: &mut Map<String, Value>, cacheable: bool) {
-    o.insert("resultType".into(), json!("complete"));
+    o.entry("resultType").or_insert_with(|| json!("complete"));
     if cacheable {
         o.insert("ttlMs".into(), json!(0));
         o.insert("cacheScope".into(), json!("private"));

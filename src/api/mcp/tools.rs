@@ -7,6 +7,7 @@
 
 use serde_json::{json, Value};
 
+use super::confirm;
 use super::jsonrpc::RpcError;
 use super::protocol::Ctx;
 use crate::api::v1::caller::Caller;
@@ -103,11 +104,19 @@ pub async fn call(state: &AppState, ctx: &Ctx, params: &Value) -> Result<Value, 
     if let Err(e) = ToolRegistry::check_allowed(spec, user) {
         return Ok(tool_error(&e));
     }
+    if spec.requires_confirmation() && ctx.modern() {
+        if let Some(done) = confirm::answer(state, user, spec.name, &arguments, params).await? {
+            return Ok(done);
+        }
+    }
     match assistant.execute_tool(user, spec.name, &arguments).await {
         Ok(r) if r.requires_confirmation => {
             let action_id = r.action_id.unwrap_or_default();
             let expires = r.expires_at.unwrap_or_default();
             tracing::info!(tool = %r.tool_name, %action_id, "MCP tool call held for confirmation");
+            if ctx.modern() && confirm::client_elicits(params) {
+                return Ok(confirm::ask(&action_id, spec.name, &arguments));
+            }
             Ok(result(
                 format!(
                     "Held for a person's confirmation: '{}' is a high-risk tool and was not run. \
