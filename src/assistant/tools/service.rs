@@ -57,3 +57,33 @@ fn service_identity() -> CurrentUser {
         is_admin: false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::assistant::tools::ToolRegistry;
+
+    #[test]
+    fn the_service_runs_only_low_risk_tools_that_read_nothing_of_a_user() {
+        let r = ToolRegistry::new();
+        let allowed = |n: &str| service_may_run(r.get(n).unwrap());
+        for n in [
+            "search_knowledge_base",
+            "ask_knowledge_base",
+            "list_sources",
+            "calculate",
+        ] {
+            assert!(allowed(n), "{n}");
+        }
+        for n in [
+            "delete_document",
+            "update_setting",
+            "upload_text",
+            "scrape_url",
+            "list_conversations",
+            "search_conversations",
+        ] {
+            assert!(!allowed(n), "{n}");
+        }
+    }
+}
