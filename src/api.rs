@@ -7,6 +7,7 @@ pub mod docs;
 pub mod error;
 pub mod extract;
 pub mod kb;
+pub mod mcp;
 pub mod openapi;
 pub mod sse;
 pub mod v1;
@@ -34,6 +35,7 @@ pub fn app(state: AppState) -> Router {
         .nest("/api/v1", kb_api)
         .nest("/api/method", assistant::routes())
         .nest("/v1", v1::routes())
+        .merge(mcp::routes(state.clone()))
         .merge(docs::routes())
         .merge(web::routes())
         .fallback(error::not_found)

@@ -17,6 +17,7 @@ pub mod query;
 pub mod reembed;
 pub mod scrape;
 pub mod search;
+pub mod sources;
 pub mod timings;
 pub mod types;
 mod writer;

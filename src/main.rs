@@ -30,6 +30,32 @@ enum Command {
     /// Re-embed the stored chunks with the running server's embedder (after a change of
     /// embedder): starts the server's reindex task and follows it until it ends.
     Reindex(ReindexArgs),
+    /// Serve MCP over stdin/stdout (for clients that start a command, e.g. Claude
+    /// Desktop): on the data directory as one user, or forwarding to a running server.
+    Mcp(McpArgs),
+}
+
+#[derive(Args)]
+struct McpArgs {
+    /// Forward to a running server (its base URL, or its /mcp) instead of opening the
+    /// data directory.
+    #[arg(long, conflicts_with_all = ["config", "data_dir", "models_dir", "user"])]
+    server: Option<String>,
+    /// The credential sent to --server: a user's api_key:api_secret (or a server key).
+    #[arg(long, env = "RAGD_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
+    /// Configuration file (default: ./ragd.toml if present; or RAGD_CONFIG).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Data directory (must not be in use by a running server: use --server then).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Models directory.
+    #[arg(long)]
+    models_dir: Option<PathBuf>,
+    /// Email of the user the tools run as (default: the first administrator).
+    #[arg(long)]
+    user: Option<String>,
 }
 
 #[derive(Args)]
@@ -256,6 +282,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Serve(args) => {
             let config = load_config(&args)?;
             init_tracing(config.log_format);
+            let _lock = ragd::state::data_lock::DataDirLock::acquire(&config.data_dir)?;
             let addr = format!("{}:{}", config.host, config.port);
             let listener = tokio::net::TcpListener::bind(&addr)
                 .await
@@ -265,7 +292,54 @@ async fn main() -> anyhow::Result<()> {
         Command::User(args) => user_command(args).await,
         Command::Models(args) => models_command(args).await,
         Command::Reindex(args) => reindex_command(args).await,
+        Command::Mcp(args) => mcp_command(args).await,
     }
+}
+
+/// `ragd mcp`: MCP over stdio. Stdout carries only protocol messages; logs go to stderr.
+async fn mcp_command(args: McpArgs) -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_writer(std::io::stderr)
+        .try_init();
+    if let Some(url) = &args.server {
+        let key = args.api_key.filter(|k| !k.is_empty());
+        return ragd::api::mcp::stdio::forward(url, key).await;
+    }
+    let config = load_config(&ServeArgs {
+        config: args.config.clone(),
+        data_dir: args.data_dir.clone(),
+        models_dir: args.models_dir.clone(),
+        ..ServeArgs::default()
+    })?;
+    let _lock = ragd::state::data_lock::DataDirLock::acquire(&config.data_dir)
+        .map_err(|e| anyhow::anyhow!("{e}: reach that server with `ragd mcp --server URL`"))?;
+    let data_dir = config.data_dir.clone();
+    let state = ragd::AppState::build(config)
+        .await
+        .with_context(|| format!("opening the data directory {}", data_dir.display()))?;
+    let users = state.assistant.users.list().await?;
+    let chosen = match &args.user {
+        Some(email) => users
+            .iter()
+            .find(|u| u.email.eq_ignore_ascii_case(email.trim()))
+            .with_context(|| format!("no user '{email}' (see `ragd user list`)"))?,
+        None => users
+            .iter()
+            .find(|u| u.is_admin)
+            .context("no administrator to act as: name a user with --user")?,
+    };
+    let user = ragd::assistant::users::CurrentUser {
+        id: chosen.id.clone(),
+        email: chosen.email.clone(),
+        is_admin: chosen.is_admin,
+    };
+    let served = ragd::api::mcp::stdio::serve_local(state.clone(), user).await;
+    state.shutdown().await?;
+    served
 }
 
 /// `ragd reindex`: `POST /api/v1/reindex` (or, if one is already running, follows that

@@ -19,6 +19,7 @@ use crate::retrieval::{FullTextIndex, VectorIndex, VectorStore};
 use crate::store::Store;
 use crate::time::Clock;
 
+pub mod data_lock;
 mod models;
 
 pub use models::installed_models;

@@ -58,15 +58,27 @@ fn chats() -> (Vec<ChatMessage>, Vec<ChatMessage>, Vec<Value>) {
     (tools, plain, defs)
 }
 
-#[test]
-fn real_templates_render_as_jinja2_does() {
+/// The templates' folder, jinja2's texts and the fixed clock they were rendered at; `None`
+/// (saying why) when llama.cpp's sources are not cached.
+fn reference() -> Option<(PathBuf, Value, Option<chrono::DateTime<chrono::Utc>>)> {
     let Some(dir) = templates_dir() else {
         println!("skipped: llama.cpp's models/templates directory is not in ~/.cache/llama-bench");
-        return;
+        return None;
     };
     let expected: Value = serde_json::from_str(include_str!("data/chat_templates_expected.json"))
         .expect("expected texts");
-    let now = chrono::Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).single();
+    Some((
+        dir,
+        expected,
+        chrono::Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).single(),
+    ))
+}
+
+#[test]
+fn real_templates_render_as_jinja2_does() {
+    let Some((dir, expected, now)) = reference() else {
+        return;
+    };
     let (with_tools, plain, defs) = chats();
     let mut checked = 0;
     for (key, want) in expected.as_object().expect("an object") {
@@ -99,13 +111,9 @@ fn real_templates_render_as_jinja2_does() {
 /// chat as it is; the message, argument and description texts are caller text.
 #[test]
 fn tool_chats_split_into_caller_text_as_jinja2_renders_them() {
-    let Some(dir) = templates_dir() else {
-        println!("skipped: llama.cpp's models/templates directory is not in ~/.cache/llama-bench");
+    let Some((dir, expected, now)) = reference() else {
         return;
     };
-    let expected: Value = serde_json::from_str(include_str!("data/chat_templates_expected.json"))
-        .expect("expected texts");
-    let now = chrono::Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).single();
     let (with_tools, _, defs) = chats();
     let mut checked = Vec::new();
     for (key, want) in expected.as_object().expect("an object") {

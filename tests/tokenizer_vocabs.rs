@@ -15,18 +15,26 @@ use ragd::ml::llm::LlmTokenizer;
 /// The vocabularies of the families ragd supports.
 const VOCABS: [&str; 5] = ["qwen2", "llama-bpe", "llama-spm", "phi-3", "gpt-2"];
 
-#[test]
-fn tokenizations_match_llama_cpp() {
+/// llama.cpp's `models` folder of its sources, if they are cached (else says why not).
+fn llama_models_dir() -> Option<PathBuf> {
     let Some(home) = std::env::var_os("HOME") else {
         println!("skipped: no HOME");
-        return;
+        return None;
     };
     let dir = PathBuf::from(home)
         .join(".cache/llama-bench/src/llama_cpp_python-0.3.36/vendor/llama.cpp/models");
     if !dir.is_dir() {
         println!("skipped: {} is missing", dir.display());
-        return;
+        return None;
     }
+    Some(dir)
+}
+
+#[test]
+fn tokenizations_match_llama_cpp() {
+    let Some(dir) = llama_models_dir() else {
+        return;
+    };
     let mut failures = Vec::new();
     for name in VOCABS {
         let gguf = dir.join(format!("ggml-vocab-{name}.gguf"));
@@ -70,16 +78,9 @@ fn tokenizations_match_llama_cpp() {
 /// inputs and texts that tell the pre-tokenizers apart (digits one by one, case runs).
 #[test]
 fn tekken_matches_llama_cpp() {
-    let Some(home) = std::env::var_os("HOME") else {
-        println!("skipped: no HOME");
+    let Some(dir) = llama_models_dir() else {
         return;
     };
-    let dir = PathBuf::from(home)
-        .join(".cache/llama-bench/src/llama_cpp_python-0.3.36/vendor/llama.cpp/models");
-    if !dir.is_dir() {
-        println!("skipped: {} is missing", dir.display());
-        return;
-    }
     let reference = common::engines::made_by(
         "RAGD_TEST_LLAMA_REF",
         "llama-bench/build/bin/ragd-llama-ref",

@@ -3,7 +3,7 @@
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::kb;
+use super::{kb, mcp};
 
 /// The `/api/v1` OpenAPI document.
 #[derive(OpenApi)]
@@ -38,6 +38,8 @@ use super::kb;
         kb::parse::sections,
         kb::parse::sections_stream,
         kb::parse::sections_incremental,
+        mcp::http::post,
+        mcp::http::delete,
     ),
     modifiers(&ApiKeyAuth),
     security(("api_key" = [])),
@@ -52,6 +54,13 @@ impl Modify for ApiKeyAuth {
         components.add_security_scheme(
             "api_key",
             SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-API-Key"))),
+        );
+        // `/mcp`: a user's api_key:api_secret (or token), or a server key.
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(utoipa::openapi::security::Http::new(
+                utoipa::openapi::security::HttpAuthScheme::Bearer,
+            )),
         );
     }
 }

@@ -15,6 +15,7 @@ pub mod kb_params;
 mod kb_tools;
 mod run;
 pub mod schema;
+pub mod service;
 pub mod system_tools;
 
 use serde::Serialize;

@@ -486,3 +486,26 @@ pub fn count_by(c: &Connection, key: &str) -> Result<Vec<(String, u64)>> {
     })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
+
+/// Up to `limit` sources whose id sorts after `after` (all from the first when `None`),
+/// by id: a stable order to page through with the last id as the cursor.
+pub fn sources_after(c: &Connection, after: Option<&str>, limit: u64) -> Result<Vec<SourceRow>> {
+    let sql = format!("SELECT {SOURCE_COLS} FROM sources WHERE id > ?1 ORDER BY id LIMIT ?2");
+    let mut st = c.prepare_cached(&sql)?;
+    let rows = st.query_map(params![after.unwrap_or(""), limit as i64], source_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// The source with this id, if any.
+pub fn source_by_id(c: &Connection, id: &str) -> Result<Option<SourceRow>> {
+    let sql = format!("SELECT {SOURCE_COLS} FROM sources WHERE id = ?1");
+    Ok(c.query_row(&sql, [id], source_row).optional()?)
+}
+
+/// The texts of a source's chunks, in position order.
+pub fn source_texts(c: &Connection, source_id: &str) -> Result<Vec<String>> {
+    let mut st =
+        c.prepare_cached("SELECT text FROM chunks WHERE source_id = ?1 ORDER BY position")?;
+    let rows = st.query_map([source_id], |r| r.get(0))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}

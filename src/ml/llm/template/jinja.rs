@@ -163,32 +163,14 @@ impl JinjaTemplate {
         let mut texts: Vec<String> = Vec::new();
         let msgs: Vec<Json> = adapted
             .iter()
-            .map(|m| {
-                message_json(m, &mut |s| {
-                    let s = s.trim();
-                    if s.is_empty() {
-                        return String::new();
-                    }
-                    texts.push(s.to_owned());
-                    format!("\x01ragd{}\x01", texts.len() - 1)
-                })
-            })
+            .map(|m| message_json(m, &mut |s| placeholder(&mut texts, s)))
             .collect();
         // Tool definitions are caller text too: their descriptions are placeholders; their
         // other strings (names, types, enum values), which templates may compare, are
         // checked by the tokenizer for control tokens instead.
         let tools: Vec<Json> = tools
             .iter()
-            .map(|t| {
-                map_descriptions(t, &mut |s| {
-                    let s = s.trim();
-                    if s.is_empty() {
-                        return String::new();
-                    }
-                    texts.push(s.to_owned());
-                    format!("\x01ragd{}\x01", texts.len() - 1)
-                })
-            })
+            .map(|t| map_descriptions(t, &mut |s| placeholder(&mut texts, s)))
             .collect();
         let out = self.run(msgs, &tools, true)?;
         split(&out, &texts)
@@ -344,6 +326,16 @@ fn map_strings(v: &Json, text: &mut dyn FnMut(&str) -> String) -> Json {
         ),
         other => other.clone(),
     }
+}
+
+/// The placeholder of caller text `s` (trimmed; empty stays empty), which `texts` keeps.
+fn placeholder(texts: &mut Vec<String>, s: &str) -> String {
+    let s = s.trim();
+    if s.is_empty() {
+        return String::new();
+    }
+    texts.push(s.to_owned());
+    format!("\x01ragd{}\x01", texts.len() - 1)
 }
 
 /// `v` with the string values of its `description` keys (at any depth) mapped by `text`.
