@@ -130,7 +130,15 @@ impl TokenCounter {
 
     /// The text of `ids` without special tokens, as a server that takes text would be
     /// sent it (it tokenizes back to the same ids for WordPiece models).
+    /// Ids outside the vocabulary are an `InvalidInput` error (the tokenizer would skip
+    /// them silently).
     pub fn decode(&self, ids: &[u32]) -> Result<String, MlError> {
+        let size = self.tokenizer.get_vocab_size(true);
+        if let Some(bad) = ids.iter().find(|&&id| id as usize >= size) {
+            return Err(MlError::InvalidInput(format!(
+                "token id {bad} is outside the vocabulary of {size}"
+            )));
+        }
         self.tokenizer
             .decode(ids, true)
             .map_err(|e| MlError::Inference(format!("tokenizer: {e}")))

@@ -311,12 +311,14 @@ pub fn messages(input: &[InMessage]) -> Result<(String, Vec<ChatMessage>), OpenA
                     })?;
                 out.push(ChatMessage::tool_result(&call, text));
             }
-            other => return Err(bad(
-                &format!("messages[{i}].role"),
-                format!(
+            other => {
+                return Err(bad(
+                    &format!("messages[{i}].role"),
+                    format!(
                     "unknown role '{other}': expected system, developer, user, assistant or tool"
                 ),
-            )),
+                ))
+            }
         }
     }
     if out.is_empty() {
