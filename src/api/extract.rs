@@ -23,7 +23,8 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     }
 }
 
-fn json_rejection(rej: JsonRejection) -> ApiError {
+/// A JSON body's rejection in the contract's error body (other surfaces convert it).
+pub(crate) fn json_rejection(rej: JsonRejection) -> ApiError {
     let status = rej.status();
     if status == StatusCode::PAYLOAD_TOO_LARGE {
         return ApiError::new(status, "the request body is too large");

@@ -67,20 +67,11 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for OaiJson<T> {
 }
 
 fn json_rejection(rej: JsonRejection) -> OpenAiError {
-    let status = rej.status();
-    if status == StatusCode::PAYLOAD_TOO_LARGE {
-        return OpenAiError::new(status, "the request body is too large")
-            .with_code("request_too_large");
+    let e = OpenAiError::from(crate::api::extract::json_rejection(rej));
+    if e.status == StatusCode::PAYLOAD_TOO_LARGE {
+        return e.with_code("request_too_large");
     }
-    let detail = match &rej {
-        JsonRejection::MissingJsonContentType(_) => {
-            "expected a JSON body with 'Content-Type: application/json'".into()
-        }
-        JsonRejection::JsonSyntaxError(_) => format!("malformed JSON: {}", rej.body_text()),
-        JsonRejection::JsonDataError(_) => format!("invalid request body: {}", rej.body_text()),
-        _ => rej.body_text(),
-    };
-    OpenAiError::new(StatusCode::BAD_REQUEST, detail)
+    e
 }
 
 /// 404 `model_not_found` for `model`.

@@ -9,7 +9,8 @@ use axum::Json;
 use serde_json::json;
 
 use super::caller::CallerError;
-use crate::error::{Error, OVERLOAD_RETRY_AFTER_SECS};
+use crate::api::error::ApiError;
+use crate::error::Error;
 
 /// An error on its way to an OpenAI client.
 #[derive(Debug)]
@@ -81,27 +82,20 @@ impl From<CallerError> for OpenAiError {
     }
 }
 
+/// The status, text and `Retry-After` of `/api/v1`'s error, in OpenAI's shape.
+impl From<ApiError> for OpenAiError {
+    fn from(e: ApiError) -> Self {
+        Self {
+            retry_after: e.retry_after,
+            ..Self::new(e.status, e.detail)
+        }
+    }
+}
+
+/// The one mapping of library errors to statuses (`/api/v1`'s), in OpenAI's shape.
 impl From<Error> for OpenAiError {
     fn from(e: Error) -> Self {
-        match e {
-            Error::BadRequest(m) => Self::new(StatusCode::BAD_REQUEST, m),
-            Error::NotFound(m) => Self::new(StatusCode::NOT_FOUND, m),
-            Error::TooLarge(m) => Self::new(StatusCode::PAYLOAD_TOO_LARGE, m),
-            Error::Overloaded(m) => Self {
-                retry_after: Some(OVERLOAD_RETRY_AFTER_SECS),
-                ..Self::new(StatusCode::TOO_MANY_REQUESTS, m)
-            },
-            Error::Unavailable(m) => Self::new(StatusCode::SERVICE_UNAVAILABLE, m),
-            Error::Conflict(m) => Self::new(StatusCode::CONFLICT, m),
-            Error::Cancelled => Self::new(StatusCode::CONFLICT, "the operation was cancelled"),
-            Error::Internal(e) => {
-                tracing::error!(error = %format!("{e:#}"), "internal error");
-                Self::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal server error; see the server log",
-                )
-            }
-        }
+        ApiError::from(e).into()
     }
 }
 
