@@ -15,6 +15,17 @@ use ragd::ml::llm::LlmTokenizer;
 /// The vocabularies of the families ragd supports.
 const VOCABS: [&str; 5] = ["qwen2", "llama-bpe", "llama-spm", "phi-3", "gpt-2"];
 
+/// Token ids, one line of them per text (llama.cpp's `.out` files and `ragd-llama-ref`).
+fn id_lines(out: &str) -> Vec<Vec<u32>> {
+    out.lines()
+        .map(|l| {
+            l.split_whitespace()
+                .map(|x| x.parse().expect("an id"))
+                .collect()
+        })
+        .collect()
+}
+
 /// llama.cpp's `models` folder of its sources, if they are cached (else says why not).
 fn llama_models_dir() -> Option<PathBuf> {
     let Some(home) = std::env::var_os("HOME") else {
@@ -44,14 +55,7 @@ fn tokenizations_match_llama_cpp() {
         let out = std::fs::read_to_string(dir.join(format!("ggml-vocab-{name}.gguf.out")))
             .expect("outputs");
         let texts: Vec<&str> = inp.split("\n__ggml_vocab_test__\n").collect();
-        let expected: Vec<Vec<u32>> = out
-            .lines()
-            .map(|l| {
-                l.split_whitespace()
-                    .map(|x| x.parse().expect("an id"))
-                    .collect()
-            })
-            .collect();
+        let expected = id_lines(&out);
         let mut wrong = 0;
         for (text, want) in texts.iter().zip(&expected) {
             let got = t.encode(text).expect("encodes");
@@ -128,14 +132,7 @@ fn tekken_matches_llama_cpp() {
         .expect("writes");
     let out = child.wait_with_output().expect("ragd-llama-ref ends");
     assert!(out.status.success(), "ragd-llama-ref failed");
-    let expected: Vec<Vec<u32>> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| {
-            l.split_whitespace()
-                .map(|x| x.parse().expect("an id"))
-                .collect()
-        })
-        .collect();
+    let expected = id_lines(&String::from_utf8_lossy(&out.stdout));
     assert_eq!(expected.len(), texts.len(), "one line of ids per text");
     let mut wrong = Vec::new();
     for (text, want) in texts.iter().zip(&expected) {
