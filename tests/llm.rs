@@ -160,7 +160,7 @@ async fn generation_ends_before_a_stop_sequence() {
         r.params.stop = vec![stop.clone(), "a stop that never comes".into()];
         let (pieces, done) = collect(h.generate(r).unwrap()).await;
         assert_eq!(pieces.concat(), expected, "{arch:?} stop {stop:?}");
-        assert_eq!(finish(&done).2, FinishReason::Stop);
+        assert_eq!(finish(&done).2, FinishReason::StopSequence(0));
         assert!(finish(&done).1 < 60);
     }
 }

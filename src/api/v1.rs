@@ -5,8 +5,9 @@
 //! the reranker, retrieval) and map the result back into the client's shape.
 //!
 //! Who is calling is resolved once for both ([`caller`]); each surface writes its own
-//! error shape.
+//! error shape (an unknown `/v1` path answers in OpenAI's).
 
+pub mod anthropic;
 pub mod caller;
 pub mod openai;
 pub mod openai_error;
@@ -19,6 +20,7 @@ use crate::state::AppState;
 pub fn routes() -> Router<AppState> {
     Router::new()
         .merge(openai::routes())
+        .merge(anthropic::routes())
         .fallback(openai_error::not_found)
         .method_not_allowed_fallback(openai_error::method_not_allowed)
 }

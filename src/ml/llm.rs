@@ -237,8 +237,11 @@ impl std::fmt::Debug for GenerateRequest {
 /// Why a generation ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FinishReason {
-    /// An end-of-sequence token, a stop sequence, or a filter that allowed nothing more.
+    /// An end-of-sequence token, or a filter that allowed nothing more.
     Stop,
+    /// The stop sequence at this position of `GenerationParams::stop` (ragd's engines;
+    /// a remote server's stop reports [`FinishReason::Stop`]).
+    StopSequence(usize),
     /// `max_tokens` or the end of the context window.
     Length,
     /// The caller went away.
@@ -249,7 +252,7 @@ impl FinishReason {
     /// `stop`, `length` or `cancelled` (the names OpenAI-style APIs use).
     pub fn as_str(self) -> &'static str {
         match self {
-            FinishReason::Stop => "stop",
+            FinishReason::Stop | FinishReason::StopSequence(_) => "stop",
             FinishReason::Length => "length",
             FinishReason::Cancelled => "cancelled",
         }

@@ -60,6 +60,7 @@ pub struct Completion {
     text: String,
     calls: VecDeque<Result<ParsedCall, String>>,
     ended: bool,
+    prompt_tokens: usize,
 }
 
 impl Completion {
@@ -75,11 +76,11 @@ impl Completion {
             call_mode,
             mut params,
         } = request;
-        let (prompt, room) = {
+        let fitted = {
             let llm = llm.clone();
             let max_tokens = params.max_tokens;
             tokio::task::spawn_blocking(move || {
-                fit_prompt(
+                fit(
                     llm.as_ref(),
                     &system,
                     &history,
@@ -91,8 +92,8 @@ impl Completion {
             .await
             .map_err(|e| MlError::Inference(format!("prompt layout stopped: {e}")))??
         };
-        params.max_tokens = room;
-        let mut generate = GenerateRequest::new(prompt);
+        params.max_tokens = fitted.room;
+        let mut generate = GenerateRequest::new(fitted.prompt);
         generate.params = params;
         generate.filter = tools
             .clone()
@@ -105,7 +106,27 @@ impl Completion {
             text: String::new(),
             calls: VecDeque::new(),
             ended: false,
+            prompt_tokens: fitted.prompt_tokens,
         })
+    }
+
+    /// The prompt's tokens as laid out, known before the first token (the engine's own
+    /// count comes with [`finished`](Self::finished)).
+    pub fn prompt_tokens(&self) -> usize {
+        self.prompt_tokens
+    }
+
+    /// The prompt tokens of `request`'s system message, history and messages, without
+    /// generating (and whether or not they fit the window).
+    pub async fn count(llm: SharedGenerator, request: CompletionRequest) -> Result<usize, MlError> {
+        tokio::task::spawn_blocking(move || {
+            let mut all = vec![ChatMessage::new(Role::System, request.system)];
+            all.extend(request.history);
+            all.extend(request.messages);
+            llm.count_prompt_tokens(&chat_prompt(all, &request.tool_specs))
+        })
+        .await
+        .map_err(|e| MlError::Inference(format!("token count stopped: {e}")))?
     }
 
     /// The next event; `None` once the text and every call have been read.
@@ -161,6 +182,29 @@ impl Completion {
     }
 }
 
+/// A chat prompt, with `tools` when there are any.
+fn chat_prompt(messages: Vec<ChatMessage>, tools: &[serde_json::Value]) -> Prompt {
+    if tools.is_empty() {
+        Prompt::Chat(messages)
+    } else {
+        Prompt::ToolChat {
+            messages,
+            tools: tools.to_vec(),
+        }
+    }
+}
+
+/// A laid-out prompt.
+#[derive(Debug, Clone)]
+pub struct Fitted {
+    /// The prompt.
+    pub prompt: Prompt,
+    /// The answer's room in tokens.
+    pub room: usize,
+    /// The prompt's tokens: exact when no history was kept, else counted per message.
+    pub prompt_tokens: usize,
+}
+
 /// The prompt: the system message, the newest `history` that fits, then `messages`,
 /// with the tool definitions `tools` when there are any. Returns it with the answer's
 /// room in tokens (`max_tokens`, lowered so that the answer has at most half of what the
@@ -173,17 +217,20 @@ pub fn fit_prompt(
     tools: &[serde_json::Value],
     max_tokens: usize,
 ) -> Result<(Prompt, usize), MlError> {
+    fit(llm, system, history, messages, tools, max_tokens).map(|f| (f.prompt, f.room))
+}
+
+/// [`fit_prompt`], with the prompt's token count.
+pub fn fit(
+    llm: &dyn Generator,
+    system: &str,
+    history: &[ChatMessage],
+    messages: &[ChatMessage],
+    tools: &[serde_json::Value],
+    max_tokens: usize,
+) -> Result<Fitted, MlError> {
     let window = llm.info().context_length;
-    let chat = |messages: Vec<ChatMessage>| {
-        if tools.is_empty() {
-            Prompt::Chat(messages)
-        } else {
-            Prompt::ToolChat {
-                messages,
-                tools: tools.to_vec(),
-            }
-        }
-    };
+    let chat = |messages: Vec<ChatMessage>| chat_prompt(messages, tools);
     let mut fixed = vec![ChatMessage::new(Role::System, system)];
     fixed.extend(messages.iter().cloned());
     let base = llm.count_prompt_tokens(&chat(fixed.clone()))? + SAFETY_TOKENS;
@@ -194,6 +241,7 @@ pub fn fit_prompt(
     }
     let max_tokens = max_tokens.min((window - base) / 2).max(1);
     let mut budget = window - base - max_tokens;
+    let mut prompt_tokens = base - SAFETY_TOKENS;
     let mut kept: Vec<ChatMessage> = Vec::new();
     for m in history.iter().rev() {
         let cost = llm.count_tokens(&m.content) + 8;
@@ -201,13 +249,18 @@ pub fn fit_prompt(
             break;
         }
         budget -= cost;
+        prompt_tokens += cost;
         kept.push(m.clone());
     }
     kept.reverse();
     let mut prompt = vec![fixed.remove(0)];
     prompt.extend(kept);
     prompt.extend(fixed);
-    Ok((chat(prompt), max_tokens))
+    Ok(Fitted {
+        prompt: chat(prompt),
+        room: max_tokens,
+        prompt_tokens,
+    })
 }
 
 /// Passes text until a tool call opens, holding back what might be the opener's start.

@@ -290,9 +290,9 @@ impl LlmEngine {
                 run.finish(&mut self.runner);
                 return Ok(done(count, FinishReason::Cancelled));
             }
-            if step.stopped {
+            if let (true, Some(which)) = (step.stopped, stops.hit()) {
                 run.finish(&mut self.runner);
-                return Ok(done(count, FinishReason::Stop));
+                return Ok(done(count, FinishReason::StopSequence(which)));
             }
             if count >= max_new {
                 break FinishReason::Length;
@@ -303,9 +303,13 @@ impl LlmEngine {
         // Flush: an unfinished character, then text held back for a stop that never came.
         let tail = detok.finish();
         let mut rest = stops.push(&tail);
-        if !rest.stopped {
-            rest.emit.push_str(&stops.finish());
-        }
+        let reason = match (rest.stopped, stops.hit()) {
+            (true, Some(which)) => FinishReason::StopSequence(which),
+            _ => {
+                rest.emit.push_str(&stops.finish());
+                reason
+            }
+        };
         if !rest.emit.is_empty() && !on_text(&rest.emit) {
             return Ok(done(count, FinishReason::Cancelled));
         }

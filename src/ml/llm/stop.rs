@@ -5,6 +5,7 @@
 pub struct StopMatcher {
     stops: Vec<String>,
     held: String,
+    hit: Option<usize>,
 }
 
 /// What one piece of text does to the stream.
@@ -17,23 +18,33 @@ pub struct StopStep {
 }
 
 impl StopMatcher {
-    /// A matcher for `stops` (empty strings are ignored).
+    /// A matcher for `stops`. Empty strings never match; [`hit`](Self::hit) counts
+    /// positions in `stops` as given.
     pub fn new(stops: &[String]) -> Self {
         Self {
-            stops: stops.iter().filter(|s| !s.is_empty()).cloned().collect(),
+            stops: stops.to_vec(),
             held: String::new(),
+            hit: None,
         }
+    }
+
+    /// Which of the stop sequences (its position as given) ended the text, once one has.
+    pub fn hit(&self) -> Option<usize> {
+        self.hit
     }
 
     /// Adds `text`; returns what may be emitted and whether a stop sequence was hit.
     pub fn push(&mut self, text: &str) -> StopStep {
         self.held.push_str(text);
-        if let Some(at) = self
+        if let Some((at, which)) = self
             .stops
             .iter()
-            .filter_map(|s| self.held.find(s.as_str()))
+            .enumerate()
+            .filter(|(_, s)| !s.is_empty())
+            .filter_map(|(i, s)| self.held.find(s.as_str()).map(|at| (at, i)))
             .min()
         {
+            self.hit = Some(which);
             let emit = self.held[..at].to_owned();
             self.held.clear();
             return StopStep {
@@ -48,7 +59,9 @@ impl StopMatcher {
             .map(|(i, _)| i)
             .find(|&i| {
                 let tail = &self.held[i..];
-                self.stops.iter().any(|s| s.starts_with(tail))
+                self.stops
+                    .iter()
+                    .any(|s| !s.is_empty() && s.starts_with(tail))
             })
             .unwrap_or(self.held.len());
         let emit = self.held[..keep].to_owned();
@@ -90,6 +103,17 @@ mod tests {
         assert_eq!(m.push("xit").emit, "Exit");
         assert_eq!(m.push("EN").emit, "");
         assert_eq!(m.finish(), "EN");
+    }
+
+    #[test]
+    fn names_the_stop_that_came_first() {
+        let stops = ["".to_owned(), "C".to_owned(), "AB".to_owned()];
+        let mut m = StopMatcher::new(&stops);
+        assert_eq!(m.hit(), None);
+        let step = m.push("xxABC");
+        assert_eq!(step.emit, "xx");
+        assert!(step.stopped);
+        assert_eq!(m.hit(), Some(2));
     }
 
     #[test]

@@ -67,7 +67,7 @@ pub fn finish_reason(reason: FinishReason, calls: bool) -> &'static str {
     }
     match reason {
         FinishReason::Length => "length",
-        FinishReason::Stop | FinishReason::Cancelled => "stop",
+        FinishReason::Stop | FinishReason::StopSequence(_) | FinishReason::Cancelled => "stop",
     }
 }
 

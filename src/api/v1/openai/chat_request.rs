@@ -18,7 +18,7 @@ pub const JSON_TOOL: &str = "json_response";
 /// Most stop sequences (OpenAI's limit).
 const MAX_STOP: usize = 4;
 /// Most tools in one request.
-const MAX_TOOLS: usize = 64;
+pub const MAX_TOOLS: usize = 64;
 /// Deepest schema nesting the grammar follows.
 const MAX_SCHEMA_DEPTH: usize = 6;
 /// JSON-schema keywords the grammar cannot enforce: a schema using one is refused
@@ -399,13 +399,81 @@ fn valid_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-/// The tools offered, checked, as (name, schema, definition).
-fn tools(req: &ChatRequest) -> Result<Vec<(String, Value, Value)>, OpenAiError> {
+/// A checked tool: its name, its argument schema (for the grammar) and its definition
+/// (OpenAI's function-tool object, for the template).
+#[derive(Debug, Clone)]
+pub struct ToolDef {
+    /// The function's name.
+    pub name: String,
+    /// The JSON schema of its arguments.
+    pub schema: Value,
+    /// `{"type": "function", "function": {name, description, parameters}}`.
+    pub spec: Value,
+}
+
+/// Checks one tool definition; `param` names it in errors (`tools[0]`). Shared by the
+/// OpenAI and Anthropic routes.
+pub fn tool_def(
+    param: &str,
+    name: &str,
+    description: Option<&str>,
+    parameters: Option<&Value>,
+    seen: &[ToolDef],
+) -> Result<ToolDef, OpenAiError> {
+    if !valid_name(name) {
+        return Err(bad(
+            &format!("{param}.name"),
+            "a tool name is 1-64 letters, digits, '_' or '-'",
+        ));
+    }
+    if seen.iter().any(|t| t.name == name) {
+        return Err(bad(
+            &format!("{param}.name"),
+            format!("two tools are named '{name}'"),
+        ));
+    }
+    let schema = parameters
+        .cloned()
+        .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
+    object_schema(&format!("{param}.parameters"), &schema)?;
+    let spec = json!({"type": "function", "function": {
+        "name": name,
+        "description": description.unwrap_or_default(),
+        "parameters": schema,
+    }});
+    Ok(ToolDef {
+        name: name.to_owned(),
+        schema,
+        spec,
+    })
+}
+
+/// Offers `tools` to `completion`: all of them, or only the one named `only`, as
+/// `mode` says.
+pub fn offer_tools(
+    completion: &mut CompletionRequest,
+    tools: &[ToolDef],
+    mode: CallMode,
+    only: Option<&str>,
+) {
+    let chosen: Vec<&ToolDef> = tools
+        .iter()
+        .filter(|t| only.is_none_or(|o| o == t.name))
+        .collect();
+    completion.tools = Some(ToolGrammar::new(
+        chosen.iter().map(|t| (t.name.as_str(), &t.schema)),
+    ));
+    completion.tool_specs = chosen.iter().map(|t| t.spec.clone()).collect();
+    completion.call_mode = mode;
+}
+
+/// The tools offered, checked.
+fn tools(req: &ChatRequest) -> Result<Vec<ToolDef>, OpenAiError> {
     let list = req.tools.as_deref().unwrap_or_default();
     if list.len() > MAX_TOOLS {
         return Err(bad("tools", format!("at most {MAX_TOOLS} tools")));
     }
-    let mut out: Vec<(String, Value, Value)> = Vec::new();
+    let mut out: Vec<ToolDef> = Vec::new();
     for (i, t) in list.iter().enumerate() {
         if t.kind != "function" {
             return Err(bad(
@@ -414,29 +482,14 @@ fn tools(req: &ChatRequest) -> Result<Vec<(String, Value, Value)>, OpenAiError> 
             ));
         }
         let f = &t.function;
-        if !valid_name(&f.name) {
-            return Err(bad(
-                &format!("tools[{i}].function.name"),
-                "a function name is 1-64 letters, digits, '_' or '-'",
-            ));
-        }
-        if out.iter().any(|(n, _, _)| *n == f.name) {
-            return Err(bad(
-                &format!("tools[{i}].function.name"),
-                format!("two tools are named '{}'", f.name),
-            ));
-        }
-        let schema = f
-            .parameters
-            .clone()
-            .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
-        object_schema(&format!("tools[{i}].function.parameters"), &schema)?;
-        let def = json!({"type": "function", "function": {
-            "name": f.name,
-            "description": f.description.clone().unwrap_or_default(),
-            "parameters": schema,
-        }});
-        out.push((f.name.clone(), schema, def));
+        let def = tool_def(
+            &format!("tools[{i}].function"),
+            &f.name,
+            f.description.as_deref(),
+            f.parameters.as_ref(),
+            &out,
+        )?;
+        out.push(def);
     }
     Ok(out)
 }
@@ -512,7 +565,7 @@ pub fn map(req: &ChatRequest) -> Result<Mapped, OpenAiError> {
     let params = params(req)?;
     let (system, messages) = messages(&req.messages)?;
     let tools = tools(req)?;
-    let names: Vec<String> = tools.iter().map(|t| t.0.clone()).collect();
+    let names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
     let choice = tool_choice(req, &names)?;
     let schema = response_schema(req)?;
     let base = CompletionRequest {
@@ -545,15 +598,7 @@ pub fn map(req: &ChatRequest) -> Result<Mapped, OpenAiError> {
     }
     let mut completion = base;
     if let (Some((mode, only)), false) = (choice, tools.is_empty()) {
-        let chosen: Vec<&(String, Value, Value)> = tools
-            .iter()
-            .filter(|t| only.as_ref().is_none_or(|o| *o == t.0))
-            .collect();
-        completion.tools = Some(ToolGrammar::new(
-            chosen.iter().map(|t| (t.0.as_str(), &t.1)),
-        ));
-        completion.tool_specs = chosen.iter().map(|t| t.2.clone()).collect();
-        completion.call_mode = mode;
+        offer_tools(&mut completion, &tools, mode, only.as_deref());
     }
     Ok(Mapped {
         completion,
