@@ -26,13 +26,20 @@ async fn the_openai_sdk_talks_to_ragd() {
     )
     .await;
     run.assert_ok();
+    eprintln!("{}", run.stdout);
     for check in [
         "models",
         "chat",
         "stream",
         "tool call",
+        "tool_choice required",
+        "tool_choice none",
+        "tool_choice auto",
+        "streamed tool call",
         "tool result round trip",
         "json_schema",
+        "knowledge-base",
+        "knowledge-base stream",
         "embeddings",
         "unknown model",
         "wrong key",
@@ -40,7 +47,7 @@ async fn the_openai_sdk_talks_to_ragd() {
         assert!(
             run.stdout
                 .lines()
-                .any(|l| l.starts_with(&format!("ok {check}"))),
+                .any(|l| l == format!("ok {check}") || l.starts_with(&format!("ok {check} "))),
             "{check} not checked:\n{}",
             run.stdout
         );
