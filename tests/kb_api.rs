@@ -456,6 +456,13 @@ async fn health_and_openapi() {
         "/api/v1/documents",
         "/api/v1/documents/{doc_id}",
         "/api/v1/health/ready",
+        "/mcp",
+        "/v1/models",
+        "/v1/chat/completions",
+        "/v1/embeddings",
+        "/v1/rerank",
+        "/v1/messages",
+        "/v1/messages/count_tokens",
     ] {
         assert!(spec["paths"].get(path).is_some(), "openapi lacks {path}");
     }

@@ -3,12 +3,12 @@
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{kb, mcp};
+use super::{kb, mcp, v1};
 
 /// The `/api/v1` OpenAPI document.
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "ragd knowledge base API", description = "Offline knowledge base: upload, scrape, parse, search, documents, tasks, re-embedding, health."),
+    info(title = "ragd knowledge base API", description = "Offline knowledge base: upload, scrape, parse, search, documents, tasks, re-embedding, health; the MCP server; the OpenAI- and Anthropic-compatible model routes under /v1."),
     paths(
         kb::health::health,
         kb::health::ready,
@@ -40,6 +40,13 @@ use super::{kb, mcp};
         kb::parse::sections_incremental,
         mcp::http::post,
         mcp::http::delete,
+        v1::openai::models::list,
+        v1::openai::models::get,
+        v1::openai::chat::completions,
+        v1::openai::embeddings::embeddings,
+        v1::openai::rerank::rerank,
+        v1::anthropic::messages::create,
+        v1::anthropic::messages::count_tokens,
     ),
     modifiers(&ApiKeyAuth),
     security(("api_key" = [])),
@@ -55,12 +62,17 @@ impl Modify for ApiKeyAuth {
             "api_key",
             SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-API-Key"))),
         );
-        // `/mcp`: a user's api_key:api_secret (or token), or a server key.
+        // `/mcp` and `/v1`: a user's api_key:api_secret (or token), or a server key.
         components.add_security_scheme(
             "bearer",
             SecurityScheme::Http(utoipa::openapi::security::Http::new(
                 utoipa::openapi::security::HttpAuthScheme::Bearer,
             )),
+        );
+        // `/v1/messages`: the same keys as `x-api-key`, as Anthropic's SDKs send them.
+        components.add_security_scheme(
+            "x_api_key",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("x-api-key"))),
         );
     }
 }

@@ -55,6 +55,21 @@ fn model(state: &AppState, model: &str) -> Result<SharedGenerator, AnthropicErro
 }
 
 /// `POST /v1/messages`.
+#[utoipa::path(
+    post,
+    path = "/v1/messages",
+    tag = "anthropic",
+    operation_id = "v1_messages",
+    description = "Anthropic's Messages API: system, messages with text, tool_use and tool_result blocks, max_tokens, stop_sequences, tools and tool_choice, stream (Anthropic's event sequence). Errors in Anthropic's shape. See docs/openai.md.",
+    request_body(content = serde_json::Value, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The message in Anthropic's shape", body = serde_json::Value),
+        (status = 200, description = "With `stream: true`: server-sent events", content_type = "text/event-stream"),
+        (status = 400, description = "Invalid request", body = serde_json::Value),
+        (status = 401, description = "Missing or wrong key", body = serde_json::Value),
+    ),
+    security(("x_api_key" = []), ("bearer" = [])),
+)]
 pub async fn create(
     State(state): State<AppState>,
     AnthCaller(caller): AnthCaller,
@@ -127,6 +142,20 @@ async fn whole(
 
 /// `POST /v1/messages/count_tokens`: `{"input_tokens"}` of the prompt the request would
 /// give the model (system, messages, tools), as the model's template lays it out.
+#[utoipa::path(
+    post,
+    path = "/v1/messages/count_tokens",
+    tag = "anthropic",
+    operation_id = "v1_messages_count_tokens",
+    description = "The prompt tokens a Messages request would take: `{input_tokens}`.",
+    request_body(content = serde_json::Value, content_type = "application/json"),
+    responses(
+        (status = 200, description = "`{input_tokens}`", body = serde_json::Value),
+        (status = 400, description = "Invalid request", body = serde_json::Value),
+        (status = 401, description = "Missing or wrong key", body = serde_json::Value),
+    ),
+    security(("x_api_key" = []), ("bearer" = [])),
+)]
 pub async fn count_tokens(
     State(state): State<AppState>,
     AnthCaller(caller): AnthCaller,

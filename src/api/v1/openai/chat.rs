@@ -118,6 +118,21 @@ pub fn chat_model(state: &AppState, model: &str) -> Result<SharedGenerator, Open
 }
 
 /// `POST /v1/chat/completions`.
+#[utoipa::path(
+    post,
+    path = "/v1/chat/completions",
+    tag = "openai",
+    operation_id = "v1_chat_completions",
+    description = "OpenAI chat completions: messages, stream, tools and tool_choice, response_format (json_object, json_schema), stop, seed, max_tokens; `model: knowledge-base` answers from the knowledge base with citations. See docs/openai.md.",
+    request_body(content = serde_json::Value, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The response in OpenAI's shape", body = serde_json::Value),
+        (status = 200, description = "With `stream: true`: server-sent events", content_type = "text/event-stream"),
+        (status = 400, description = "Invalid request", body = serde_json::Value),
+        (status = 401, description = "Missing or wrong key", body = serde_json::Value),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn completions(
     State(state): State<AppState>,
     OaiCaller(caller): OaiCaller,

@@ -84,6 +84,20 @@ fn inputs(input: &Value) -> Result<Vec<Input>, OpenAiError> {
 }
 
 /// `POST /v1/embeddings`.
+#[utoipa::path(
+    post,
+    path = "/v1/embeddings",
+    tag = "openai",
+    operation_id = "v1_embeddings",
+    description = "OpenAI embeddings: input a string, strings or token arrays; encoding_format float or base64.",
+    request_body(content = serde_json::Value, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The response in OpenAI's shape", body = serde_json::Value),
+        (status = 400, description = "Invalid request", body = serde_json::Value),
+        (status = 401, description = "Missing or wrong key", body = serde_json::Value),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn embeddings(
     State(state): State<AppState>,
     OaiCaller(caller): OaiCaller,

@@ -70,6 +70,19 @@ pub fn installed(state: &AppState) -> Vec<ModelObject> {
 }
 
 /// `GET /v1/models`.
+#[utoipa::path(
+    get,
+    path = "/v1/models",
+    tag = "openai",
+    operation_id = "v1_models",
+    description = "OpenAI's model list: the LLM (by its file name), the embedder, the reranker when installed, and `knowledge-base`. See docs/openai.md.",
+    responses(
+        (status = 200, description = "The response in OpenAI's shape", body = serde_json::Value),
+        (status = 400, description = "Invalid request", body = serde_json::Value),
+        (status = 401, description = "Missing or wrong key", body = serde_json::Value),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn list(State(state): State<AppState>, _caller: OaiCaller) -> Json<ModelList> {
     tracing::debug!("listing models");
     Json(ModelList {
@@ -79,6 +92,19 @@ pub async fn list(State(state): State<AppState>, _caller: OaiCaller) -> Json<Mod
 }
 
 /// `GET /v1/models/{id}`.
+#[utoipa::path(
+    get,
+    path = "/v1/models/{id}",
+    tag = "openai",
+    operation_id = "v1_model",
+    description = "One model of the list; 404 `model_not_found` otherwise.",
+    responses(
+        (status = 200, description = "The response in OpenAI's shape", body = serde_json::Value),
+        (status = 400, description = "Invalid request", body = serde_json::Value),
+        (status = 401, description = "Missing or wrong key", body = serde_json::Value),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn get(
     State(state): State<AppState>,
     _caller: OaiCaller,

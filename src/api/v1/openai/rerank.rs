@@ -33,6 +33,20 @@ pub struct RerankRequest {
 }
 
 /// `POST /v1/rerank`.
+#[utoipa::path(
+    post,
+    path = "/v1/rerank",
+    tag = "openai",
+    operation_id = "v1_rerank",
+    description = "Rerank documents for a query (the Jina/Cohere shape); 404 without a reranker.",
+    request_body(content = serde_json::Value, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The response in OpenAI's shape", body = serde_json::Value),
+        (status = 400, description = "Invalid request", body = serde_json::Value),
+        (status = 401, description = "Missing or wrong key", body = serde_json::Value),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn rerank(
     State(state): State<AppState>,
     OaiCaller(caller): OaiCaller,
