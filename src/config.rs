@@ -90,6 +90,12 @@ pub struct Config {
     /// How the LLM's key/value cache stores values: `f16` (default, half the memory) or
     /// `f32` (`RAGD_LLM_KV_CACHE`).
     pub llm_kv_cache: crate::ml::llm::KvType,
+    /// Generations that share each decode step of ragd's CPU engine
+    /// (`RAGD_LLM_PARALLEL`, continuous batching); 1 runs them one at a time.
+    pub llm_parallel: usize,
+    /// Megabytes of key/value state the running generations may reserve together
+    /// (`RAGD_LLM_KV_POOL_MB`); a request that would not fit waits for room.
+    pub llm_kv_pool_mb: usize,
     /// Secret of HS256 bearer tokens on the assistant API (`JWT_SECRET`); unset turns
     /// bearer tokens off.
     pub jwt_secret: Option<String>,
@@ -259,6 +265,8 @@ impl Default for Config {
             llm_temperature: 0.3,
             llm_prompt_cache_mb: 128,
             llm_kv_cache: crate::ml::llm::KvType::F16,
+            llm_parallel: crate::ml::llm::DEFAULT_PARALLEL,
+            llm_kv_pool_mb: crate::ml::llm::DEFAULT_KV_BUDGET >> 20,
             jwt_secret: None,
             action_ttl_secs: 15 * 60,
             rate_limit_chat: 100,
@@ -324,6 +332,8 @@ pub struct Layer {
     pub llm_temperature: Option<f64>,
     pub llm_prompt_cache_mb: Option<usize>,
     pub llm_kv_cache: Option<crate::ml::llm::KvType>,
+    pub llm_parallel: Option<usize>,
+    pub llm_kv_pool_mb: Option<usize>,
     pub jwt_secret: Option<String>,
     pub action_ttl_secs: Option<u64>,
     pub rate_limit_chat: Option<u32>,
@@ -455,6 +465,8 @@ impl Layer {
                 })
                 .transpose()?,
             llm_prompt_cache_mb: parse("RAGD_LLM_PROMPT_CACHE_MB")?.map(|v| v as usize),
+            llm_parallel: parse("RAGD_LLM_PARALLEL")?.map(|v| v as usize),
+            llm_kv_pool_mb: parse("RAGD_LLM_KV_POOL_MB")?.map(|v| v as usize),
             llm_kv_cache: get("RAGD_LLM_KV_CACHE")
                 .map(|v| {
                     crate::ml::llm::KvType::parse(&v)
@@ -550,6 +562,8 @@ impl Config {
             llm_temperature,
             llm_prompt_cache_mb,
             llm_kv_cache,
+            llm_parallel,
+            llm_kv_pool_mb,
             action_ttl_secs,
             rate_limit_chat,
             rate_limit_tools,
@@ -624,8 +638,11 @@ impl Config {
         if self.max_concurrent_parses == 0 || self.max_concurrent_answers == 0 {
             bail!("max_concurrent_parses and max_concurrent_answers must be at least 1");
         }
-        if self.llm_threads == Some(0) || self.llm_max_tokens == 0 {
-            bail!("llm_threads and llm_max_tokens must be at least 1");
+        if self.llm_threads == Some(0) || self.llm_max_tokens == 0 || self.llm_parallel == 0 {
+            bail!("llm_threads, llm_max_tokens and llm_parallel must be at least 1");
+        }
+        if self.llm_parallel > 64 {
+            bail!("llm_parallel must be at most 64, got {}", self.llm_parallel);
         }
         if !(0.0..=2.0).contains(&self.llm_temperature) {
             bail!(

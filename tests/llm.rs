@@ -43,6 +43,7 @@ fn handle(dir: &Path, arch: Arch, queue_capacity: usize) -> LlmHandle {
     let opts = LlmWorkerOptions {
         queue_capacity,
         threads: Some(1),
+        ..LlmWorkerOptions::default()
     };
     LlmHandle::spawn(engine(dir, arch), opts).unwrap()
 }

@@ -22,6 +22,7 @@
 //! default), so the LLM never competes with the embedder's rayon pool. With candle (GPU
 //! builds) the worker runs each forward pass in a rayon pool of its own.
 
+pub mod batch;
 pub mod completion;
 pub mod cpu;
 pub mod detok;
@@ -50,7 +51,7 @@ pub use model::{Arch, ModelInfo};
 pub use slot::{LlmLoader, LlmSlot};
 pub use template::{ChatTemplate, JinjaTemplate};
 pub use tokenizer::LlmTokenizer;
-pub use worker::{LlmHandle, LlmWorkerOptions};
+pub use worker::{LlmHandle, LlmWorkerOptions, DEFAULT_KV_BUDGET, DEFAULT_PARALLEL};
 
 use super::MlError;
 

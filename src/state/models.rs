@@ -131,6 +131,7 @@ fn local_loader(cfg: &Config) -> LlmLoader {
     let threads = cfg.llm_threads;
     let kv = cfg.llm_kv_cache;
     let prompt_cache_bytes = cfg.llm_prompt_cache_mb << 20;
+    let (parallel, kv_budget) = (cfg.llm_parallel, cfg.llm_kv_pool_mb << 20);
     Arc::new(move |path: &Path| -> Result<SharedGenerator, MlError> {
         let started = std::time::Instant::now();
         let backend = Backend::for_device(
@@ -148,6 +149,8 @@ fn local_loader(cfg: &Config) -> LlmLoader {
             engine,
             LlmWorkerOptions {
                 threads,
+                parallel,
+                kv_budget,
                 ..LlmWorkerOptions::default()
             },
         )

@@ -221,8 +221,9 @@ impl CpuModel {
             )));
         }
         cache.reserve(pos + n);
+        let mut one = [cache];
         if n <= UBATCH {
-            return self.forward_batch(cache, tokens, Some(all_logits));
+            return self.forward_batch(&mut one, tokens, Some(all_logits));
         }
         // Long prompts run in batches of `UBATCH` tokens, so the scratch buffers stay
         // bounded (as llama.cpp's micro-batches); only the last batch's logits are needed
@@ -232,20 +233,65 @@ impl CpuModel {
         let last = batches.len() - 1;
         for (i, batch) in batches.enumerate() {
             let want = (all_logits || i == last).then_some(all_logits);
-            logits.extend_from_slice(&self.forward_batch(cache, batch, want)?);
+            logits.extend_from_slice(&self.forward_batch(&mut one, batch, want)?);
         }
         Ok(logits)
     }
 
-    /// [`CpuModel::forward`] for at most [`UBATCH`] checked tokens; `logits`: none, the
-    /// last token's (`Some(false)`) or every token's (`Some(true)`).
+    /// One decode step of a batch: token `i` runs after the positions in `caches[i]`
+    /// (which then holds it too). Returns every sequence's logits (`caches.len()` rows of
+    /// [`CpuModel::vocab`]). Each weight is streamed once for the whole batch; each
+    /// token's products, norms and attention are computed exactly as when it runs alone.
+    pub fn forward_decode(
+        &mut self,
+        caches: &mut [&mut KvCache],
+        tokens: &[u32],
+    ) -> Result<Vec<f32>, MlError> {
+        let n = tokens.len();
+        if n == 0 || n != caches.len() || n > UBATCH {
+            return Err(MlError::InvalidInput(format!(
+                "a decode step takes one token per sequence, at most {UBATCH}; got {n} tokens for {} sequences",
+                caches.len()
+            )));
+        }
+        for (cache, &tok) in caches.iter_mut().zip(tokens) {
+            if cache.len() + 1 > self.cfg.context {
+                return Err(MlError::InvalidInput(format!(
+                    "{} tokens exceed the model's window of {}",
+                    cache.len() + 1,
+                    self.cfg.context
+                )));
+            }
+            if tok as usize >= self.vocab {
+                return Err(MlError::InvalidInput(format!(
+                    "token id {tok} is outside the vocabulary of {}",
+                    self.vocab
+                )));
+            }
+            cache.reserve(cache.len() + 1);
+        }
+        if n == 1 {
+            return self.forward_batch(caches, tokens, Some(false));
+        }
+        self.forward_batch(caches, tokens, Some(true))
+    }
+
+    /// [`CpuModel::forward`] for at most [`UBATCH`] checked tokens: all of them after
+    /// `caches[0]` when there is one cache, else token `t` after `caches[t]` (a decode
+    /// step). `logits`: none, the last token's (`Some(false)`) or every token's
+    /// (`Some(true)`).
     fn forward_batch(
         &mut self,
-        cache: &mut KvCache,
+        caches: &mut [&mut KvCache],
         tokens: &[u32],
         logits: Option<bool>,
     ) -> Result<Vec<f32>, MlError> {
-        let (n, pos) = (tokens.len(), cache.len());
+        let n = tokens.len();
+        let bases: Vec<usize> = caches.iter().map(|c| c.len()).collect();
+        let place = Place {
+            one: caches.len() == 1,
+            bases: &bases,
+        };
         self.size_buffers(n);
         let h = self.cfg.hidden;
         for (t, &tok) in tokens.iter().enumerate() {
@@ -257,13 +303,17 @@ impl CpuModel {
         }
         for (rope, cs) in self.ropes.iter().zip(self.buf.cs.iter_mut()) {
             for (t, c) in cs.iter_mut().take(n).enumerate() {
-                rope.angles(pos + t, c);
+                rope.angles(place.of(t).1, c);
             }
         }
         for l in 0..self.cfg.layers {
-            self.layer(l, cache, pos, n);
+            self.layer(l, caches, &place, n);
         }
-        cache.advance(n);
+        if place.one {
+            caches[0].advance(n);
+        } else {
+            caches.iter_mut().for_each(|c| c.advance(1));
+        }
         match logits {
             Some(all) => self.logits(n, all),
             None => Ok(Vec::new()),
@@ -320,6 +370,26 @@ impl CpuModel {
             m,
         );
         Ok(logits)
+    }
+}
+
+/// Where each token of a pass goes: every token into one sequence from its length, or
+/// token `t` into sequence `t` (a decode step).
+pub(super) struct Place<'a> {
+    /// One sequence for all tokens.
+    pub one: bool,
+    /// Each sequence's length before the pass.
+    pub bases: &'a [usize],
+}
+
+impl Place<'_> {
+    /// Token `t`'s sequence and position.
+    pub fn of(&self, t: usize) -> (usize, usize) {
+        if self.one {
+            (0, self.bases[0] + t)
+        } else {
+            (t, self.bases[t])
+        }
     }
 }
 

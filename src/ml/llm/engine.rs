@@ -230,14 +230,224 @@ impl LlmEngine {
         request: GenerateRequest,
         on_text: &mut dyn FnMut(&str) -> bool,
     ) -> Result<Completion, MlError> {
+        let (mut decoder, prompt_ids) = Decoder::new(self, request)?;
+        let mut run = Run::start(&mut self.runner, &prompt_ids, decoder.max_new)?;
+        let cached = run.reused;
+        let done = |completion_tokens, finish_reason| Completion {
+            prompt_tokens: prompt_ids.len(),
+            cached_tokens: cached,
+            completion_tokens,
+            finish_reason,
+        };
+        if decoder.max_new == 0 {
+            run.finish(&mut self.runner);
+            return Ok(done(0, FinishReason::Length));
+        }
+        let mut logits = run.step(&mut self.runner, &prompt_ids[cached..], cached)?;
+        loop {
+            match decoder.next(logits, on_text)? {
+                Next::Run(token) => {
+                    let pos = prompt_ids.len() + decoder.count - 1;
+                    logits = run.step(&mut self.runner, &[token], pos)?;
+                }
+                Next::End(reason) => {
+                    run.finish(&mut self.runner);
+                    return Ok(done(decoder.count, reason));
+                }
+            }
+        }
+    }
+}
+
+/// A request taken apart for the batched scheduler: its decoder and prompt, before any
+/// key/value state is given to it.
+pub(crate) struct Opened {
+    /// Sampling, text and stopping.
+    pub(crate) decoder: Decoder,
+    /// The prompt's tokens.
+    pub(crate) prompt: Vec<u32>,
+}
+
+/// A generation of the batched scheduler: its sequence (from the prompt cache), how much
+/// of the prompt has run, and the token to run next.
+pub(crate) struct Batched {
+    /// Sampling, text and stopping.
+    pub(crate) decoder: Decoder,
+    /// The prompt's tokens.
+    pub(crate) prompt: Vec<u32>,
+    seq: Option<Sequence>,
+    /// Prompt tokens whose state came from the prompt cache.
+    pub(crate) cached: usize,
+    /// Prompt tokens whose state is in the sequence.
+    pub(crate) fed: usize,
+    /// The token to run in the next decode step.
+    pub(crate) pending: Option<u32>,
+}
+
+impl Batched {
+    /// The whole prompt has run.
+    pub(crate) fn prefilled(&self) -> bool {
+        self.fed == self.prompt.len()
+    }
+
+    /// Bytes of key/value state reserved for it.
+    pub(crate) fn kv_bytes(&self) -> usize {
+        self.seq.as_ref().map_or(0, |s| s.cache.bytes())
+    }
+}
+
+impl LlmEngine {
+    /// Whether [`LlmEngine::open`] and the batched steps can run this model (ragd's CPU
+    /// engine; candle's models run one request at a time).
+    pub(crate) fn batchable(&self) -> bool {
+        matches!(self.runner, Runner::Cpu { .. })
+    }
+
+    /// Bytes of key/value state per position.
+    pub(crate) fn kv_bytes_per_token(&self) -> usize {
+        match &self.runner {
+            Runner::Cpu { model, .. } => model.new_cache().bytes_per_token(),
+            Runner::Candle { .. } => 0,
+        }
+    }
+
+    /// Tokenizes `request` and checks it against the window.
+    pub(crate) fn open(&self, request: GenerateRequest) -> Result<Opened, MlError> {
+        let (decoder, prompt) = Decoder::new(self, request)?;
+        Ok(Opened { decoder, prompt })
+    }
+
+    /// Gives `opened` its sequence: the prompt cache's longest match, with room for the
+    /// prompt and the longest answer.
+    pub(crate) fn attach(&mut self, opened: Opened) -> Result<Batched, MlError> {
+        let Opened { decoder, prompt } = opened;
+        let mut run = Run::start(&mut self.runner, &prompt, decoder.max_new)?;
+        let seq = run.seq.take();
+        let cached = run.reused;
+        Ok(Batched {
+            decoder,
+            prompt,
+            seq,
+            cached,
+            fed: cached,
+            pending: None,
+        })
+    }
+
+    /// Runs the next [`super::cpu::UBATCH`] tokens (at most) of `b`'s prompt, as
+    /// [`LlmEngine::generate`] runs them; the logits after the prompt once it has all run.
+    pub(crate) fn prefill(&mut self, b: &mut Batched) -> Result<Option<Vec<f32>>, MlError> {
+        let Runner::Cpu { model, .. } = &mut self.runner else {
+            return Err(MlError::Inference(
+                "batching needs ragd's CPU engine".into(),
+            ));
+        };
+        let seq = b.seq.as_mut().ok_or_else(|| {
+            MlError::Inference("the sequence was lost after a failed step".into())
+        })?;
+        let end = (b.fed + super::cpu::UBATCH).min(b.prompt.len());
+        let chunk = &b.prompt[b.fed..end];
+        match model.forward(&mut seq.cache, chunk, false) {
+            Ok(logits) => {
+                seq.tokens.extend_from_slice(chunk);
+                b.fed = end;
+                Ok(b.prefilled().then_some(logits))
+            }
+            Err(e) => {
+                b.seq = None;
+                Err(e)
+            }
+        }
+    }
+
+    /// One decode step: each of `batch`'s pending tokens runs after its sequence, every
+    /// weight read once for all. Returns each one's logits, in order.
+    pub(crate) fn decode(&mut self, batch: &mut [&mut Batched]) -> Result<Vec<Vec<f32>>, MlError> {
+        let Runner::Cpu { model, .. } = &mut self.runner else {
+            return Err(MlError::Inference(
+                "batching needs ragd's CPU engine".into(),
+            ));
+        };
+        let mut tokens = Vec::with_capacity(batch.len());
+        let mut caches = Vec::with_capacity(batch.len());
+        for b in batch.iter_mut() {
+            let (Some(token), Some(seq)) = (b.pending, b.seq.as_mut()) else {
+                return Err(MlError::Inference(
+                    "a sequence in a decode step has nothing to run".into(),
+                ));
+            };
+            tokens.push(token);
+            caches.push(&mut seq.cache);
+        }
+        let vocab = model.vocab();
+        match model.forward_decode(&mut caches, &tokens) {
+            Ok(logits) => {
+                for b in batch.iter_mut() {
+                    let token = b.pending.take().expect("checked above");
+                    if let Some(seq) = b.seq.as_mut() {
+                        seq.tokens.push(token);
+                    }
+                }
+                Ok(logits.chunks(vocab).map(<[f32]>::to_vec).collect())
+            }
+            Err(e) => {
+                // A failed step leaves the states unknown: never reuse them.
+                batch.iter_mut().for_each(|b| b.seq = None);
+                Err(e)
+            }
+        }
+    }
+
+    /// Returns `b`'s sequence to the prompt cache.
+    pub(crate) fn close(&mut self, mut b: Batched) {
+        if let (Runner::Cpu { cache, .. }, Some(seq)) = (&mut self.runner, b.seq.take()) {
+            cache.put(seq);
+        }
+    }
+}
+
+/// What a generation does after a token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Run this token and come back with the logits after it.
+    Run(u32),
+    /// The generation has ended (its text all sent).
+    End(FinishReason),
+}
+
+/// One generation's token-by-token state: sampling, constraint, text and stopping. The
+/// sequential path ([`LlmEngine::generate`]) and the batched scheduler
+/// ([`super::batch`]) both drive it, so a sequence's tokens do not depend on which ran it.
+pub(crate) struct Decoder {
+    tokenizer: Arc<LlmTokenizer>,
+    sampler: Sampler,
+    detok: Utf8Stream,
+    stops: StopMatcher,
+    filter: Option<Box<dyn super::TokenFilter>>,
+    mask: Option<Vec<bool>>,
+    history: Vec<u32>,
+    generated: String,
+    ignore_eos: bool,
+    /// Tokens generated so far.
+    pub(crate) count: usize,
+    /// Most tokens to generate (the request's, lowered to what the window holds).
+    pub(crate) max_new: usize,
+}
+
+impl Decoder {
+    /// The decoder of `request` on `engine`'s model, with the prompt's tokens.
+    pub(crate) fn new(
+        engine: &LlmEngine,
+        request: GenerateRequest,
+    ) -> Result<(Self, Vec<u32>), MlError> {
         let GenerateRequest {
             prompt,
             params,
-            mut filter,
+            filter,
         } = request;
-        let tokenizer = Arc::clone(&self.tokenizer);
+        let tokenizer = Arc::clone(&engine.tokenizer);
         let prompt_ids = tokenizer.encode_prompt(&prompt)?;
-        let window = self.info.context_length;
+        let window = engine.info.context_length;
         if prompt_ids.is_empty() {
             return Err(MlError::InvalidInput("the prompt is empty".into()));
         }
@@ -248,72 +458,81 @@ impl LlmEngine {
             )));
         }
         let max_new = params.max_tokens.min(window - prompt_ids.len());
-        let mut run = Run::start(&mut self.runner, &prompt_ids, max_new)?;
-        let cached = run.reused;
-        let done = |completion_tokens, finish_reason| Completion {
-            prompt_tokens: prompt_ids.len(),
-            cached_tokens: cached,
-            completion_tokens,
-            finish_reason,
+        let decoder = Self {
+            sampler: Sampler::new(&params),
+            detok: Utf8Stream::new(&tokenizer),
+            stops: StopMatcher::new(&params.stop),
+            mask: filter.as_ref().map(|_| Vec::<bool>::new()),
+            filter,
+            history: prompt_ids.clone(),
+            generated: String::new(),
+            ignore_eos: params.ignore_eos,
+            count: 0,
+            max_new,
+            tokenizer,
         };
-        if max_new == 0 {
-            run.finish(&mut self.runner);
-            return Ok(done(0, FinishReason::Length));
+        Ok((decoder, prompt_ids))
+    }
+
+    /// Takes the logits after the last token run: picks the next token, sends its text,
+    /// and says whether to run it or how the generation ended.
+    pub(crate) fn next(
+        &mut self,
+        logits: Vec<f32>,
+        on_text: &mut dyn FnMut(&str) -> bool,
+    ) -> Result<Next, MlError> {
+        if let (Some(f), Some(mask)) = (self.filter.as_mut(), self.mask.as_mut()) {
+            let vocab = self.tokenizer.vocabulary();
+            mask.clear();
+            mask.extend((0..logits.len()).map(|i| i < vocab.len()));
+            f.restrict(&self.generated, vocab, mask);
         }
-        let mut sampler = Sampler::new(&params);
-        let mut detok = Utf8Stream::new(&tokenizer);
-        let mut stops = StopMatcher::new(&params.stop);
-        let mut history = prompt_ids.clone();
-        let mut generated = String::new();
-        let mut mask = filter.as_ref().map(|_| Vec::<bool>::new());
-        let mut logits = run.step(&mut self.runner, &prompt_ids[cached..], cached)?;
-        let mut count = 0usize;
-        let reason = loop {
-            if let (Some(f), Some(mask)) = (filter.as_mut(), mask.as_mut()) {
-                let vocab = tokenizer.vocabulary();
-                mask.clear();
-                mask.extend((0..logits.len()).map(|i| i < vocab.len()));
-                f.restrict(&generated, vocab, mask);
-            }
-            let Some(token) = sampler.sample(logits, &history, mask.as_deref())? else {
-                break FinishReason::Stop;
-            };
-            if !params.ignore_eos && tokenizer.is_eos(token) {
-                break FinishReason::Stop;
-            }
-            count += 1;
-            history.push(token);
-            let text = detok.push(&tokenizer, token);
-            generated.push_str(&text);
-            let step = stops.push(&text);
-            if !on_text(&step.emit) {
-                run.finish(&mut self.runner);
-                return Ok(done(count, FinishReason::Cancelled));
-            }
-            if let (true, Some(which)) = (step.stopped, stops.hit()) {
-                run.finish(&mut self.runner);
-                return Ok(done(count, FinishReason::StopSequence(which)));
-            }
-            if count >= max_new {
-                break FinishReason::Length;
-            }
-            logits = run.step(&mut self.runner, &[token], prompt_ids.len() + count - 1)?;
+        let Some(token) = self
+            .sampler
+            .sample(logits, &self.history, self.mask.as_deref())?
+        else {
+            return Ok(Next::End(self.flush(FinishReason::Stop, on_text)));
         };
-        run.finish(&mut self.runner);
-        // Flush: an unfinished character, then text held back for a stop that never came.
-        let tail = detok.finish();
-        let mut rest = stops.push(&tail);
-        let reason = match (rest.stopped, stops.hit()) {
+        if !self.ignore_eos && self.tokenizer.is_eos(token) {
+            return Ok(Next::End(self.flush(FinishReason::Stop, on_text)));
+        }
+        self.count += 1;
+        self.history.push(token);
+        let text = self.detok.push(&self.tokenizer, token);
+        self.generated.push_str(&text);
+        let step = self.stops.push(&text);
+        if !on_text(&step.emit) {
+            return Ok(Next::End(FinishReason::Cancelled));
+        }
+        if let (true, Some(which)) = (step.stopped, self.stops.hit()) {
+            return Ok(Next::End(FinishReason::StopSequence(which)));
+        }
+        if self.count >= self.max_new {
+            return Ok(Next::End(self.flush(FinishReason::Length, on_text)));
+        }
+        Ok(Next::Run(token))
+    }
+
+    /// Sends what is held back (an unfinished character, then text held for a stop that
+    /// never came) and returns how the generation ended.
+    fn flush(
+        &mut self,
+        reason: FinishReason,
+        on_text: &mut dyn FnMut(&str) -> bool,
+    ) -> FinishReason {
+        let tail = self.detok.finish();
+        let mut rest = self.stops.push(&tail);
+        let reason = match (rest.stopped, self.stops.hit()) {
             (true, Some(which)) => FinishReason::StopSequence(which),
             _ => {
-                rest.emit.push_str(&stops.finish());
+                rest.emit.push_str(&self.stops.finish());
                 reason
             }
         };
         if !rest.emit.is_empty() && !on_text(&rest.emit) {
-            return Ok(done(count, FinishReason::Cancelled));
+            return FinishReason::Cancelled;
         }
-        Ok(done(count, reason))
+        reason
     }
 }
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
+use super::batch::{self, BatchOptions, BatchStats};
 use super::{GenerateRequest, LlmEngine, LlmEvent, LlmTokenizer, MlError, ModelInfo, Prompt};
 
 /// Tuning of the LLM worker.
@@ -18,6 +19,10 @@ pub struct LlmWorkerOptions {
     /// CPU threads for candle's forward pass (a rayon pool of its own); `None` uses
     /// rayon's global pool. ragd's CPU engine sizes its own pool at load.
     pub threads: Option<usize>,
+    /// Generations that share each decode step on ragd's CPU engine ([`batch`]).
+    pub parallel: usize,
+    /// Bytes of key/value state the running generations may reserve together.
+    pub kv_budget: usize,
 }
 
 impl Default for LlmWorkerOptions {
@@ -25,14 +30,23 @@ impl Default for LlmWorkerOptions {
         Self {
             queue_capacity: 8,
             threads: None,
+            parallel: DEFAULT_PARALLEL,
+            kv_budget: DEFAULT_KV_BUDGET,
         }
     }
 }
 
-struct Job {
-    request: GenerateRequest,
-    events: mpsc::Sender<LlmEvent>,
-    span: tracing::Span,
+/// Generations per decode step unless configured: a step reads every weight once
+/// whatever its size, so on a CPU the rate grows with the batch until compute saturates.
+pub const DEFAULT_PARALLEL: usize = 8;
+/// Key/value bytes the running generations may reserve unless configured.
+pub const DEFAULT_KV_BUDGET: usize = 1 << 30;
+
+/// A queued request.
+pub(crate) struct Job {
+    pub(crate) request: GenerateRequest,
+    pub(crate) events: mpsc::Sender<LlmEvent>,
+    pub(crate) span: tracing::Span,
 }
 
 struct Shared {
@@ -40,6 +54,7 @@ struct Shared {
     info: ModelInfo,
     tokenizer: Arc<LlmTokenizer>,
     in_flight: Arc<AtomicUsize>,
+    batch: Arc<BatchStats>,
 }
 
 /// A cheap, cloneable handle to the LLM thread.
@@ -65,15 +80,21 @@ impl LlmHandle {
             None => None,
         };
         let in_flight = Arc::new(AtomicUsize::new(0));
+        let stats = Arc::new(BatchStats::default());
         let shared = Shared {
             tx,
             info: engine.info().clone(),
             tokenizer: Arc::clone(engine.tokenizer()),
             in_flight: Arc::clone(&in_flight),
+            batch: Arc::clone(&stats),
+        };
+        let batching = BatchOptions {
+            parallel: opts.parallel,
+            kv_budget: opts.kv_budget,
         };
         std::thread::Builder::new()
             .name("ragd-llm".into())
-            .spawn(move || worker_loop(engine, rx, pool, in_flight))?;
+            .spawn(move || worker_loop(engine, rx, pool, in_flight, batching, stats))?;
         Ok(Self {
             shared: Arc::new(shared),
         })
@@ -142,6 +163,11 @@ impl LlmHandle {
     pub fn in_flight(&self) -> usize {
         self.shared.in_flight.load(Ordering::SeqCst)
     }
+
+    /// What continuous batching has done (decode steps, their tokens, the largest batch).
+    pub fn batch_stats(&self) -> &BatchStats {
+        &self.shared.batch
+    }
 }
 
 fn worker_loop(
@@ -149,8 +175,14 @@ fn worker_loop(
     rx: Receiver<Job>,
     pool: Option<rayon::ThreadPool>,
     in_flight: Arc<AtomicUsize>,
+    batching: BatchOptions,
+    stats: Arc<BatchStats>,
 ) {
     tracing::info!(model = %engine.info().name, "LLM worker started");
+    if engine.batchable() {
+        batch::serve(&mut engine, &rx, &in_flight, batching, &stats);
+    }
+    // candle's models: one request at a time.
     while let Ok(job) = rx.recv() {
         match &pool {
             Some(pool) => pool.install(|| run_job(&mut engine, job)),

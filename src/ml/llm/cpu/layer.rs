@@ -8,7 +8,7 @@ use super::config::{Activation, Config};
 use super::kv::{self, KvCache, KvType};
 use super::ops::{self, Rope};
 use super::weights;
-use super::{prepare_acts, products, quantize_row, row, rows, Buffers, CpuModel, Out};
+use super::{prepare_acts, products, quantize_row, row, rows, Buffers, CpuModel, Out, Place};
 use crate::ml::pool::Pool;
 use crate::ml::quant::Tier;
 
@@ -16,8 +16,9 @@ use crate::ml::quant::Tier;
 pub const MAX_HEAD_DIM: usize = 512;
 
 impl CpuModel {
-    /// Runs layer `l` for the `n` new tokens in `self.buf.x` (positions from `pos`).
-    pub(super) fn layer(&mut self, l: usize, cache: &mut KvCache, pos: usize, n: usize) {
+    /// Runs layer `l` for the `n` new tokens in `self.buf.x`, each into the sequence and
+    /// position `place` gives it.
+    pub(super) fn layer(&mut self, l: usize, caches: &mut [&mut KvCache], place: &Place, n: usize) {
         let (h, f) = (self.cfg.hidden, self.cfg.ffn);
         let eps = self.cfg.eps;
         let tier = self.tier;
@@ -58,12 +59,41 @@ impl CpuModel {
             ri,
             layer,
             b,
-            cache,
+            caches,
             l,
-            pos,
+            place,
             n,
         );
-        attend(&self.pool, tier, &self.cfg, swa, b, cache, l, pos, n);
+        if place.one {
+            attend(
+                &self.pool,
+                tier,
+                &self.cfg,
+                swa,
+                b,
+                caches[0],
+                l,
+                place.bases[0],
+                n,
+                0,
+            );
+        } else {
+            // A decode step: each token attends over its own sequence.
+            for (t, cache) in caches.iter().enumerate() {
+                attend(
+                    &self.pool,
+                    tier,
+                    &self.cfg,
+                    swa,
+                    b,
+                    cache,
+                    l,
+                    place.bases[t],
+                    1,
+                    t,
+                );
+            }
+        }
         let att_w = self.cfg.q_rows();
         let att = Out(b.att.as_mut_ptr());
         let writers = prepare_acts(&mut b.acts, &layer.wo.parts, n, att_w);
@@ -166,18 +196,23 @@ fn rope_and_store(
     ri: usize,
     layer: &weights::Layer,
     b: &mut Buffers,
-    cache: &mut KvCache,
+    caches: &mut [&mut KvCache],
     l: usize,
-    pos: usize,
+    place: &Place,
     n: usize,
 ) {
     let (hd, heads, kvh) = (cfg.head_dim, cfg.heads, cfg.kv_heads);
     let ld = cfg.qkv_rows();
-    let cap = cache.cap();
-    let cache_ty = cache.ty();
-    let (k, v) = cache.layer_mut(l);
-    let (kp, vp) = (KvOut(k.as_mut_ptr()), KvOut(v.as_mut_ptr()));
-    let f32kv = cache_ty == KvType::F32;
+    let f32kv = caches[0].ty() == KvType::F32;
+    // Each sequence's layer-`l` keys and values, and its capacity.
+    let seqs: Vec<(KvOut, KvOut, usize)> = caches
+        .iter_mut()
+        .map(|c| {
+            let cap = c.cap();
+            let (k, v) = c.layer_mut(l);
+            (KvOut(k.as_mut_ptr()), KvOut(v.as_mut_ptr()), cap)
+        })
+        .collect();
     let qkv = Out(b.qkv.as_mut_ptr());
     let cs = &b.cs[ri];
     let eps = cfg.eps;
@@ -199,7 +234,8 @@ fn rope_and_store(
             }
             rope.apply(x, &cs[t]);
         }
-        let p = pos + t;
+        let (seq, p) = place.of(t);
+        let (kp, vp, cap) = seqs[seq];
         for head in 0..kvh {
             let kr = &r[(heads + head) * hd..(heads + head + 1) * hd];
             let vr = &r[(heads + kvh + head) * hd..(heads + kvh + head + 1) * hd];
@@ -208,8 +244,8 @@ fn rope_and_store(
                     kv::k_index(cap, hd, head, p, d),
                     kv::v_index(cap, hd, head, p, d),
                 );
-                // SAFETY: position `p` of every head is this token's alone, and the
-                // cache holds `cap >= pos + n` positions of the cache's type.
+                // SAFETY: position `p` of every head of its sequence is this token's
+                // alone, and that cache holds `cap > p` positions of its type.
                 unsafe {
                     if f32kv {
                         *kp.get().cast::<f32>().add(ki) = kr[d];
@@ -238,7 +274,9 @@ impl KvOut {
     }
 }
 
-/// The attention of layer `l` for the new tokens, into `b.att`.
+/// The attention of layer `l` for `n` new tokens of one sequence (after `pos` stored
+/// positions), whose queries are rows `row0..row0 + n` of `b.qkv`, into the same rows of
+/// `b.att`.
 #[allow(clippy::too_many_arguments)]
 fn attend(
     pool: &Pool,
@@ -250,6 +288,7 @@ fn attend(
     l: usize,
     pos: usize,
     n: usize,
+    row0: usize,
 ) {
     let shape = Shape {
         heads: cfg.heads,
@@ -272,8 +311,9 @@ fn attend(
     let ldo = cfg.q_rows();
     let (items, chunks) = attention::plan(&shape, pool.threads());
     let (k, v) = cache.layer(l);
-    let q = b.qkv.as_ptr() as usize;
-    let out = Out(b.att.as_mut_ptr());
+    // SAFETY: the buffers hold at least `row0 + n` rows.
+    let q = unsafe { b.qkv.as_ptr().add(row0 * cfg.qkv_rows()) } as usize;
+    let out = Out(unsafe { b.att.as_mut_ptr().add(row0 * ldo) });
     if b.states.len() < items.len() {
         b.states
             .resize_with(items.len(), || attention::State::new(cfg.head_dim));

@@ -1,0 +1,167 @@
+//! Continuous batching leaves every generation as it would be alone: eight requests of
+//! different prompts, lengths and sampling, run at once (joining and leaving the batch at
+//! different steps), give token for token what each gives run alone, on a tiny model of
+//! every family and on the real SmolLM2. Also: a batch is bounded by `parallel`, and a
+//! request that does not fit the key/value budget waits and then runs.
+
+mod common;
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use ragd::ml::llm::tiny::write_tiny_gguf;
+use ragd::ml::llm::{
+    Arch, Backend, ChatMessage, CpuOptions, FinishReason, GenerateRequest, GenerationParams,
+    LlmEngine, LlmEvent, LlmHandle, LlmWorkerOptions, Prompt, Role,
+};
+
+const ARCHS: [Arch; 5] = [
+    Arch::Llama,
+    Arch::Qwen2,
+    Arch::Qwen3,
+    Arch::Phi3,
+    Arch::Gemma3,
+];
+
+/// A worker on `path` with `parallel` generations per step and no prompt cache (so a
+/// request alone and in a batch both compute their whole prompt).
+fn handle(path: &Path, threads: usize, parallel: usize, kv_budget: usize) -> LlmHandle {
+    let backend = Backend::Cpu {
+        options: CpuOptions {
+            threads: Some(threads),
+            ..CpuOptions::default()
+        },
+        prompt_cache_bytes: 0,
+    };
+    let engine = LlmEngine::load(path, backend).unwrap();
+    LlmHandle::spawn(
+        engine,
+        LlmWorkerOptions {
+            queue_capacity: 16,
+            threads: Some(threads),
+            parallel,
+            kv_budget,
+        },
+    )
+    .unwrap()
+}
+
+/// Request `i` of a mixed set: its own question (so prompts differ in length), greedy or
+/// seeded sampling, and its own length.
+fn request(i: usize, base_tokens: usize, ignore_eos: bool) -> GenerateRequest {
+    let questions = [
+        "What is the capital of France?",
+        "Name three colours.",
+        "Write one sentence about the sea and the ships that sail on it at night.",
+        "Count to five.",
+        "Why is the sky blue?",
+        "Say hello.",
+        "What do bees make, and how do they make it in the hive over a summer?",
+        "List two fruits.",
+    ];
+    GenerateRequest {
+        prompt: Prompt::Chat(vec![
+            ChatMessage::new(Role::System, "You are a helpful assistant."),
+            ChatMessage::new(Role::User, questions[i % questions.len()]),
+        ]),
+        params: GenerationParams {
+            max_tokens: base_tokens + 5 * i,
+            temperature: if i % 3 == 2 { 0.8 } else { 0.0 },
+            top_p: 0.9,
+            seed: 7 + i as u64,
+            ignore_eos,
+            ..GenerationParams::default()
+        },
+        filter: None,
+    }
+}
+
+/// The text pieces (one per generated token, or empty between characters) and the end.
+async fn collect(
+    mut rx: tokio::sync::mpsc::Receiver<LlmEvent>,
+) -> (Vec<String>, usize, FinishReason) {
+    let mut pieces = Vec::new();
+    while let Some(ev) = rx.recv().await {
+        match ev {
+            LlmEvent::Token { text } => pieces.push(text),
+            LlmEvent::Done {
+                completion_tokens,
+                finish_reason,
+                ..
+            } => return (pieces, completion_tokens, finish_reason),
+            LlmEvent::Error(e) => panic!("generation failed: {e}"),
+        }
+    }
+    panic!("the stream ended without Done");
+}
+
+/// Runs the eight requests one at a time, then all at once (two of them a little later,
+/// so they join a running batch), and checks that each gave the same tokens. Returns the
+/// largest batch a decode step ran.
+async fn same_alone_and_batched(
+    h: &LlmHandle,
+    what: &str,
+    base_tokens: usize,
+    ignore_eos: bool,
+) -> usize {
+    let mut alone = Vec::new();
+    for i in 0..8 {
+        alone.push(collect(h.generate(request(i, base_tokens, ignore_eos)).unwrap()).await);
+    }
+    assert_eq!(
+        h.batch_stats().peak.load(Ordering::Relaxed),
+        1,
+        "{what}: alone means alone"
+    );
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        if i == 6 {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+        }
+        let rx = h.generate(request(i, base_tokens, ignore_eos)).unwrap();
+        tasks.push(tokio::spawn(collect(rx)));
+    }
+    for (i, t) in tasks.into_iter().enumerate() {
+        let batched = t.await.unwrap();
+        assert!(alone[i].1 > 0, "{what} request {i} generated nothing");
+        assert_eq!(
+            batched, alone[i],
+            "{what} request {i}: batched (left) differs from alone (right)"
+        );
+    }
+    assert_eq!(h.in_flight(), 0, "{what}: every request finished");
+    h.batch_stats().peak.load(Ordering::Relaxed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_generations_equal_lone_ones_on_every_family() {
+    let dir = tempfile::tempdir().unwrap();
+    for arch in ARCHS {
+        let path = dir.path().join(format!("tiny-{}.gguf", arch.as_str()));
+        write_tiny_gguf(&path, arch).unwrap();
+        let h = handle(&path, 1, 8, 1 << 30);
+        let peak = same_alone_and_batched(&h, arch.as_str(), 12, true).await;
+        assert!(peak >= 6, "{}: batches of at most {peak}", arch.as_str());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_generations_equal_lone_ones_on_smollm2() {
+    let path = common::models_dir().join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    let h = handle(&path, 2, 8, 1 << 30);
+    let peak = same_alone_and_batched(&h, "SmolLM2", 24, false).await;
+    assert!(peak >= 6, "SmolLM2: batches of at most {peak}");
+}
+
+/// With room for one generation's key/value state, the others wait their turn and still
+/// finish, with the same tokens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_does_not_fit_the_kv_budget_waits() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny-llama.gguf");
+    write_tiny_gguf(&path, Arch::Llama).unwrap();
+    let h = handle(&path, 1, 8, 1);
+    let peak = same_alone_and_batched(&h, "llama, 1-byte budget", 12, true).await;
+    assert_eq!(peak, 1, "a budget for one means one at a time");
+}
