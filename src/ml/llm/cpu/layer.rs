@@ -64,36 +64,27 @@ impl CpuModel {
             place,
             n,
         );
-        if place.one {
-            attend(
-                &self.pool,
-                tier,
-                &self.cfg,
-                swa,
-                b,
-                caches[0],
-                l,
-                place.bases[0],
+        // One part for a prompt; in a decode step, each token over its own sequence.
+        let parts: Vec<Part> = if place.one {
+            vec![Part {
+                cache: caches[0],
+                pos: place.bases[0],
                 n,
-                0,
-            );
+                row0: 0,
+            }]
         } else {
-            // A decode step: each token attends over its own sequence.
-            for (t, cache) in caches.iter().enumerate() {
-                attend(
-                    &self.pool,
-                    tier,
-                    &self.cfg,
-                    swa,
-                    b,
-                    cache,
-                    l,
-                    place.bases[t],
-                    1,
-                    t,
-                );
-            }
-        }
+            caches
+                .iter()
+                .enumerate()
+                .map(|(t, c)| Part {
+                    cache: c,
+                    pos: place.bases[t],
+                    n: 1,
+                    row0: t,
+                })
+                .collect()
+        };
+        attend(&self.pool, tier, &self.cfg, swa, b, &parts, l);
         let att_w = self.cfg.q_rows();
         let att = Out(b.att.as_mut_ptr());
         let writers = prepare_acts(&mut b.acts, &layer.wo.parts, n, att_w);
@@ -274,75 +265,108 @@ impl KvOut {
     }
 }
 
-/// The attention of layer `l` for `n` new tokens of one sequence (after `pos` stored
-/// positions), whose queries are rows `row0..row0 + n` of `b.qkv`, into the same rows of
-/// `b.att`.
-#[allow(clippy::too_many_arguments)]
+/// One sequence's part of a layer's attention: its cache, the position of its first new
+/// token, its new tokens, and the row of `b.qkv` / `b.att` they start at.
+struct Part<'a> {
+    cache: &'a KvCache,
+    pos: usize,
+    n: usize,
+    row0: usize,
+}
+
+/// The attention of layer `l` for the new tokens of every part (one sequence's prompt,
+/// or one token of each sequence of a decode step), into their rows of `b.att`. Each
+/// part is planned as if it ran alone (so its result does not depend on the others), and
+/// the items of all parts run in one round over the threads.
 fn attend(
     pool: &Pool,
     tier: Tier,
     cfg: &Config,
     swa: bool,
     b: &mut Buffers,
-    cache: &KvCache,
+    parts: &[Part],
     l: usize,
-    pos: usize,
-    n: usize,
-    row0: usize,
 ) {
-    let shape = Shape {
-        heads: cfg.heads,
-        kv_heads: cfg.kv_heads,
-        head_dim: cfg.head_dim,
-        cap: cache.cap(),
-        pos,
-        tokens: n,
-        ldq: cfg.qkv_rows(),
-        kv: cache.ty(),
-        window: match cfg.family.window {
-            Some(w) if swa => w,
-            _ => usize::MAX,
-        },
-        scale: cfg
-            .family
-            .attn_scale
-            .unwrap_or_else(|| 1.0 / (cfg.head_dim as f32).sqrt()),
-    };
-    let ldo = cfg.q_rows();
-    let (items, chunks) = attention::plan(&shape, pool.threads());
-    let (k, v) = cache.layer(l);
-    // SAFETY: the buffers hold at least `row0 + n` rows.
-    let q = unsafe { b.qkv.as_ptr().add(row0 * cfg.qkv_rows()) } as usize;
-    let out = Out(unsafe { b.att.as_mut_ptr().add(row0 * ldo) });
-    if b.states.len() < items.len() {
+    let (ldq, ldo) = (cfg.qkv_rows(), cfg.q_rows());
+    let plans: Vec<(Shape, Vec<attention::Item>, usize)> = parts
+        .iter()
+        .map(|p| {
+            let shape = Shape {
+                heads: cfg.heads,
+                kv_heads: cfg.kv_heads,
+                head_dim: cfg.head_dim,
+                cap: p.cache.cap(),
+                pos: p.pos,
+                tokens: p.n,
+                ldq,
+                kv: p.cache.ty(),
+                window: match cfg.family.window {
+                    Some(w) if swa => w,
+                    _ => usize::MAX,
+                },
+                scale: cfg
+                    .family
+                    .attn_scale
+                    .unwrap_or_else(|| 1.0 / (cfg.head_dim as f32).sqrt()),
+            };
+            let (items, chunks) = attention::plan(&shape, pool.threads());
+            (shape, items, chunks)
+        })
+        .collect();
+    // Every item of every part, as (part, item); an item's state slot is its index here.
+    let all: Vec<(usize, usize)> = plans
+        .iter()
+        .enumerate()
+        .flat_map(|(pi, plan)| (0..plan.1.len()).map(move |i| (pi, i)))
+        .collect();
+    let kvs: Vec<(&[u8], &[u8])> = parts.iter().map(|p| p.cache.layer(l)).collect();
+    if b.states.len() < all.len() {
         b.states
-            .resize_with(items.len(), || attention::State::new(cfg.head_dim));
+            .resize_with(all.len(), || attention::State::new(cfg.head_dim));
     }
+    let q = b.qkv.as_ptr() as usize;
+    let out = Out(b.att.as_mut_ptr());
     let scratch = ScratchPtr(b.attn.as_mut_ptr());
     let states = StatePtr(b.states.as_mut_ptr());
-    pool.run(items.len(), &|thread, idx| {
+    pool.run(all.len(), &|thread, idx| {
         // SAFETY: thread `thread` alone uses scratch `thread`.
         let scratch = unsafe { &mut *scratch.get().add(thread) };
-        let item = items[idx];
-        // SAFETY: `q` is the query buffer of `n` rows of `ldq`; `k`/`v` hold the
-        // positions `0..pos + n`; `tier` was checked at load.
-        unsafe { attention::run_item(tier, &shape, q as *const f32, k, v, item, scratch) };
-        if chunks > 1 {
+        let (pi, i) = all[idx];
+        let (shape, items, chunks) = &plans[pi];
+        let (k, v) = kvs[pi];
+        let item = items[i];
+        let row0 = parts[pi].row0;
+        // SAFETY: the query buffer holds the part's `n` rows from `row0`; `k`/`v` hold
+        // its positions `0..pos + n`; `tier` was checked at load.
+        unsafe {
+            let q = (q as *const f32).add(row0 * ldq);
+            attention::run_item(tier, shape, q, k, v, item, scratch)
+        };
+        if *chunks > 1 {
             // SAFETY: item `idx` is run by this thread only.
             unsafe { core::ptr::swap(&mut scratch.state, states.get().add(idx)) };
         } else {
-            // SAFETY: each item writes its own heads and tokens.
-            unsafe { attention::write(&shape, item, &scratch.state, out.get(), ldo) };
+            // SAFETY: each item writes its own heads and tokens of its own part.
+            unsafe {
+                attention::write(shape, item, &scratch.state, out.get().add(row0 * ldo), ldo)
+            };
         }
     });
-    if chunks > 1 {
-        for (group, its) in items.chunks(chunks).enumerate() {
-            let parts: Vec<&attention::State> = (0..its.len())
-                .map(|c| &b.states[group * chunks + c])
-                .collect();
-            // SAFETY: one thread; the item's rows are in `b.att`.
-            unsafe { attention::combine(&shape, its[0], &parts, out.get(), ldo) };
+    let mut first = 0;
+    for (part, (shape, items, chunks)) in parts.iter().zip(&plans) {
+        if *chunks > 1 {
+            for (group, its) in items.chunks(*chunks).enumerate() {
+                let states: Vec<&attention::State> = (0..its.len())
+                    .map(|c| &b.states[first + group * chunks + c])
+                    .collect();
+                // SAFETY: one thread; the item's rows are in `b.att` from the part's row.
+                unsafe {
+                    let out = out.get().add(part.row0 * ldo);
+                    attention::combine(shape, its[0], &states, out, ldo)
+                };
+            }
         }
+        first += items.len();
     }
 }
 
