@@ -48,6 +48,7 @@ async fn main() -> anyhow::Result<()> {
                 threads: Some(threads),
                 parallel: b,
                 kv_budget: 8 << 30,
+                max_wait: None,
             },
         )?;
         let request = |s: u64, pp: usize, tg: usize| GenerateRequest {

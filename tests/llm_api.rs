@@ -259,3 +259,63 @@ fn the_context_budget_fits_passages_to_the_window() {
     let err = fit_prompt(&llm, &huge, &hits, 512).unwrap_err();
     assert!(err.to_string().contains("window"), "{err}");
 }
+
+/// When every generation slot and queue place is taken, `/query` answers from the
+/// passages' own sentences (`answer_mode` extractive) instead of refusing; once the model
+/// is free again, it generates. One slot (`llm_parallel` 1) and the worker's queue of
+/// eight are held by nine long streamed chat completions that are not read (the real
+/// SmolLM2, whose stories take seconds each).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_llm_queue_answers_extractively_instead_of_refusing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = common::models_dir().join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    let config = Config {
+        llm_parallel: 1,
+        ..llm_config(&tmp.path().join("data"), &model, 64)
+    };
+    let server = TestServer::start_with(config).await;
+    let (status, up) = server.upload("cooling.md", DOC.as_bytes()).await;
+    assert_eq!(status, 200, "{up}");
+    let (_, models) = server.get_json("/v1/models").await;
+    let llm = models["data"][0]["id"].as_str().unwrap().to_owned();
+    let client = reqwest::Client::new();
+    let mut held = Vec::new();
+    for _ in 0..9 {
+        let r = client
+            .post(server.url("/v1/chat/completions"))
+            .json(
+                &json!({"model": llm, "stream": true, "max_tokens": 1000, "temperature": 1.0,
+                "messages": [{"role": "user", "content": "Write a long story about a dragon."}]}),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        held.push(r);
+    }
+    let ask = json!({"question": "How fast does pump P-104 circulate coolant?",
+        "temperature": 0.0, "top_k": 2});
+    let (status, busy) = server.post_json("/api/v1/query", &ask).await;
+    assert_eq!(status, 200, "{busy}");
+    assert_eq!(busy["answer_mode"], "extractive", "{busy}");
+    assert!(
+        busy["answer"].as_str().unwrap().contains("12 cubic metres"),
+        "{busy}"
+    );
+    // The clients leave; their generations stop and the model answers again.
+    drop(held);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (status, answer) = server.post_json("/api/v1/query", &ask).await;
+        assert_eq!(status, 200, "{answer}");
+        if answer["answer_mode"] == "generative" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never generative again: {answer}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    server.stop().await;
+}

@@ -42,6 +42,7 @@ fn handle(path: &Path, threads: usize, parallel: usize, kv_budget: usize) -> Llm
             threads: Some(threads),
             parallel,
             kv_budget,
+            max_wait: None,
         },
     )
     .unwrap()

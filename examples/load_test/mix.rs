@@ -292,8 +292,13 @@ impl Client {
         };
         let elapsed = started.elapsed();
         match outcome {
-            Ok((status, retry_after, _)) => {
+            Ok((status, retry_after, body)) => {
                 self.rec.response(op, status, elapsed);
+                if let (Op::Query, 200..=299, Some(mode)) =
+                    (op, status, body["answer_mode"].as_str())
+                {
+                    self.rec.mode(op, mode);
+                }
                 (status == 429).then(|| Duration::from_secs(retry_after.unwrap_or(1)))
             }
             Err(e) => {

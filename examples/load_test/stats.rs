@@ -14,6 +14,8 @@ pub struct OpStats {
     pub statuses: BTreeMap<u16, u64>,
     /// Requests that got no HTTP answer, by kind (timeout, connect, body, other).
     pub failures: BTreeMap<&'static str, u64>,
+    /// 2xx answers of `/query` by `answer_mode` (generative, extractive).
+    pub modes: BTreeMap<String, u64>,
 }
 
 /// Everything a client (or the health prober) recorded.
@@ -30,6 +32,17 @@ impl Recorder {
         if (200..300).contains(&status) {
             s.ok_latencies.push(latency);
         }
+    }
+
+    /// The `answer_mode` of a 2xx `/query` answer.
+    pub fn mode(&mut self, op: Op, mode: &str) {
+        *self
+            .ops
+            .entry(op)
+            .or_default()
+            .modes
+            .entry(mode.to_owned())
+            .or_default() += 1;
     }
 
     /// A request that got no HTTP answer.
@@ -62,6 +75,9 @@ impl Recorder {
             }
             for (k, v) in o.failures {
                 *s.failures.entry(k).or_default() += v;
+            }
+            for (k, v) in o.modes {
+                *s.modes.entry(k).or_default() += v;
             }
         }
     }
@@ -131,6 +147,16 @@ pub fn print_table(rec: &Recorder, seconds: f64) {
         }
     }
     print_row("all (without the prober)", &all, seconds);
+    for (op, s) in &rec.ops {
+        if !s.modes.is_empty() {
+            let modes: Vec<String> = s.modes.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            println!(
+                "{} answers by answer_mode: {}",
+                op.label(),
+                modes.join(", ")
+            );
+        }
+    }
 }
 
 fn print_row(label: &str, s: &OpStats, seconds: f64) {

@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::ml::llm::{
     ChatMessage, GenerateRequest, Generated, Generation, Generator, Prompt, Role,
 };
+use crate::ml::MlError;
 
 /// The instructions every generative answer is given.
 pub const SYSTEM_PROMPT: &str = "You answer questions using only the numbered sources \
@@ -198,7 +199,16 @@ impl KnowledgeBase {
         let mut request = GenerateRequest::new(fitted.prompt);
         request.params.max_tokens = fitted.max_tokens;
         request.params.temperature = a.temperature.unwrap_or(defaults.temperature);
-        let mut generation = Generation::start(llm.as_ref(), request)?;
+        let mut generation = match Generation::start(llm.as_ref(), request) {
+            Ok(g) => g,
+            Err(MlError::Overloaded) => {
+                // Every generation slot and queue place is taken: the passages' own
+                // sentences answer now (answer_mode "extractive") instead of a 429.
+                tracing::info!("the LLM's queue is full; answering from the passages' sentences");
+                return Ok(None);
+            }
+            Err(e) => return Err(e.into()),
+        };
         let mut text = String::new();
         let mut checked = CheckedText::new(self, a.evidence);
         let mut pieces = 0;

@@ -132,6 +132,7 @@ fn local_loader(cfg: &Config) -> LlmLoader {
     let kv = cfg.llm_kv_cache;
     let prompt_cache_bytes = cfg.llm_prompt_cache_mb << 20;
     let (parallel, kv_budget) = (cfg.llm_parallel, cfg.llm_kv_pool_mb << 20);
+    let max_wait = Some(std::time::Duration::from_secs(cfg.max_queue_wait_secs));
     Arc::new(move |path: &Path| -> Result<SharedGenerator, MlError> {
         let started = std::time::Instant::now();
         let backend = Backend::for_device(
@@ -151,6 +152,7 @@ fn local_loader(cfg: &Config) -> LlmLoader {
                 threads,
                 parallel,
                 kv_budget,
+                max_wait,
                 ..LlmWorkerOptions::default()
             },
         )

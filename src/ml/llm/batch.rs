@@ -43,6 +43,24 @@ pub struct BatchStats {
     pub tokens: AtomicUsize,
     /// The largest batch of one step.
     pub peak: AtomicUsize,
+    /// How long a generation runs lately, from joining to its end: an exponentially
+    /// weighted mean in milliseconds (0 until one has run).
+    pub mean_ms: AtomicUsize,
+}
+
+impl BatchStats {
+    /// Records one generation's run time.
+    pub fn record(&self, took: std::time::Duration) {
+        let sample = took.as_millis().min(usize::MAX as u128) as usize;
+        // Two racing updates lose one sample, which a mean can afford.
+        let old = self.mean_ms.load(Ordering::Relaxed);
+        let new = if old == 0 {
+            sample.max(1)
+        } else {
+            (old - old / 8 + sample / 8).max(1)
+        };
+        self.mean_ms.store(new, Ordering::Relaxed);
+    }
 }
 
 /// One running generation and the request it answers.
@@ -255,6 +273,9 @@ pub(super) fn serve(
         ended.dedup_by_key(|e| e.0);
         for (i, result) in ended {
             let slot = slots.swap_remove(i);
+            if result.is_ok() {
+                stats.record(slot.started.elapsed());
+            }
             finish(engine, slot, result, in_flight);
         }
     }

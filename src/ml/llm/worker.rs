@@ -23,6 +23,10 @@ pub struct LlmWorkerOptions {
     pub parallel: usize,
     /// Bytes of key/value state the running generations may reserve together.
     pub kv_budget: usize,
+    /// A request whose answer, at the recent pace, would not be done within this long
+    /// (its wait for a place plus a generation's run) is refused at once
+    /// ([`MlError::Overloaded`]); `None` bounds only the queue's length.
+    pub max_wait: Option<std::time::Duration>,
 }
 
 impl Default for LlmWorkerOptions {
@@ -32,6 +36,7 @@ impl Default for LlmWorkerOptions {
             threads: None,
             parallel: DEFAULT_PARALLEL,
             kv_budget: DEFAULT_KV_BUDGET,
+            max_wait: None,
         }
     }
 }
@@ -55,6 +60,9 @@ struct Shared {
     tokenizer: Arc<LlmTokenizer>,
     in_flight: Arc<AtomicUsize>,
     batch: Arc<BatchStats>,
+    /// Generations at once (1 for candle's models).
+    parallel: usize,
+    max_wait: Option<std::time::Duration>,
 }
 
 /// A cheap, cloneable handle to the LLM thread.
@@ -87,6 +95,12 @@ impl LlmHandle {
             tokenizer: Arc::clone(engine.tokenizer()),
             in_flight: Arc::clone(&in_flight),
             batch: Arc::clone(&stats),
+            parallel: if engine.batchable() {
+                opts.parallel.max(1)
+            } else {
+                1
+            },
+            max_wait: opts.max_wait,
         };
         let batching = BatchOptions {
             parallel: opts.parallel,
@@ -113,6 +127,14 @@ impl LlmHandle {
             events,
             span: tracing::Span::current(),
         };
+        if self.would_wait_too_long() {
+            tracing::warn!(
+                in_flight = self.in_flight(),
+                mean_ms = self.shared.batch.mean_ms.load(Ordering::Relaxed),
+                "refusing a generation: at the recent pace it would not be done in time"
+            );
+            return Err(MlError::Overloaded);
+        }
         self.shared.in_flight.fetch_add(1, Ordering::SeqCst);
         match self.shared.tx.try_send(job) {
             Ok(()) => Ok(rx),
@@ -124,6 +146,22 @@ impl LlmHandle {
                 })
             }
         }
+    }
+
+    /// Whether a new request, behind those in flight, would wait for a place and run
+    /// longer than `max_wait` at the recent pace: `waiting / parallel` rounds of a mean
+    /// generation, then its own. One that finds a free place is always let in.
+    fn would_wait_too_long(&self) -> bool {
+        let Some(max_wait) = self.shared.max_wait else {
+            return false;
+        };
+        let (ahead, parallel) = (self.in_flight(), self.shared.parallel);
+        let mean = self.shared.batch.mean_ms.load(Ordering::Relaxed) as u128;
+        if ahead < parallel || mean == 0 {
+            return false;
+        }
+        let waiting = (ahead + 1 - parallel) as u128;
+        waiting * mean / parallel as u128 + mean > max_wait.as_millis()
     }
 
     /// Tokens in `text`, counted on the caller's thread.
@@ -184,10 +222,12 @@ fn worker_loop(
     }
     // candle's models: one request at a time.
     while let Ok(job) = rx.recv() {
+        let started = std::time::Instant::now();
         match &pool {
             Some(pool) => pool.install(|| run_job(&mut engine, job)),
             None => run_job(&mut engine, job),
         }
+        stats.record(started.elapsed());
         in_flight.fetch_sub(1, Ordering::SeqCst);
     }
     // Every handle is gone (the model was switched or the server stops): free the
