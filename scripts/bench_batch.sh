@@ -65,7 +65,7 @@ for f in $files; do
 import json, sys
 for line in sys.stdin:
     r = json.loads(line)
-    print(f"llama {sys.argv[1]} {r[\"pl\"]} {r[\"speed_tg\"]:.2f} 0")' "$f" | tee /dev/stderr >>"$out"
+    print("llama", sys.argv[1], r["pl"], "%.2f" % r["speed_tg"], 0)' "$f" | tee /dev/stderr >>"$out"
     fi
   done
 done
