@@ -24,6 +24,25 @@ async fn send(server: &TestServer, path: &str, body: reqwest::Body, kind: &str) 
     (status, r.json().await.unwrap_or(Value::Null))
 }
 
+/// A streamed request whose client leaves at once breaks nothing: a plain request on the
+/// same route is answered afterwards. Returns that answer.
+async fn leave_mid_stream(server: &TestServer, path: &str, body: Value) -> Value {
+    let mut streamed = body.clone();
+    streamed["stream"] = json!(true);
+    streamed["max_tokens"] = json!(200);
+    let r = reqwest::Client::new()
+        .post(server.url(path))
+        .json(&streamed)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    drop(r);
+    let (s, b) = server.post_json(path, &body).await;
+    assert_eq!(s, 200, "{b}");
+    b
+}
+
 fn assert_openai_error(what: &str, status: u16, body: &Value) {
     let shown: String = body.to_string().chars().take(300).collect();
     assert!((400..500).contains(&status), "{what}: {status} {shown}");
@@ -150,21 +169,12 @@ async fn hostile_requests_get_openai_errors_and_the_server_stays_up() {
     let (s, b) = send(&server, chat, long.to_string().into(), "application/json").await;
     assert_openai_error("over the window", s, &b);
     // A client that leaves mid-stream breaks nothing.
-    let r = reqwest::Client::new()
-        .post(server.url(chat))
-        .json(&json!({"model": LLM, "messages": user, "stream": true, "max_tokens": 200}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    drop(r);
-    let (s, b) = server
-        .post_json(
-            chat,
-            &json!({"model": LLM, "messages": user, "max_tokens": 4}),
-        )
-        .await;
-    assert_eq!(s, 200, "{b}");
+    let b = leave_mid_stream(
+        &server,
+        chat,
+        json!({"model": LLM, "messages": user, "max_tokens": 4}),
+    )
+    .await;
     assert!(b["choices"][0]["message"]["content"].is_string(), "{b}");
     server.stop().await;
 }
@@ -327,21 +337,12 @@ async fn hostile_requests_get_anthropic_errors_and_the_server_stays_up() {
     let (s, b) = send(&server, msgs, long.to_string().into(), "application/json").await;
     assert_anthropic_error("over the window", s, &b);
     // A client that leaves mid-stream breaks nothing.
-    let r = reqwest::Client::new()
-        .post(server.url(msgs))
-        .json(&json!({"model": LLM, "messages": user, "stream": true, "max_tokens": 200}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    drop(r);
-    let (s, b) = server
-        .post_json(
-            msgs,
-            &json!({"model": LLM, "messages": user, "max_tokens": 4}),
-        )
-        .await;
-    assert_eq!(s, 200, "{b}");
+    let b = leave_mid_stream(
+        &server,
+        msgs,
+        json!({"model": LLM, "messages": user, "max_tokens": 4}),
+    )
+    .await;
     assert!(b["content"][0]["text"].is_string(), "{b}");
     server.stop().await;
 }

@@ -72,31 +72,31 @@ struct Slot {
 }
 
 impl Slot {
-    /// Sends `text` (an empty piece only checks that the caller is still there); `false`
-    /// once the caller has gone.
-    fn send(events: &mpsc::Sender<LlmEvent>, text: &str) -> bool {
-        if text.is_empty() {
-            return !events.is_closed();
-        }
-        events
-            .try_send(LlmEvent::Token {
-                text: text.to_owned(),
-            })
-            .is_ok()
-    }
-
     /// Feeds the logits after its last token to its decoder.
     fn advance(&mut self, logits: Vec<f32>) -> Result<Next, MlError> {
         let events = &self.events;
         let next = self
             .gen
             .decoder
-            .next(logits, &mut |t: &str| Self::send(events, t))?;
+            .next(logits, &mut |t: &str| send_text(events, t))?;
         if let Next::Run(token) = next {
             self.gen.pending = Some(token);
         }
         Ok(next)
     }
+}
+
+/// Sends `text` to a generation's caller (an empty piece only checks that the caller is
+/// still there); `false` once the caller has gone.
+pub(super) fn send_text(events: &mpsc::Sender<LlmEvent>, text: &str) -> bool {
+    if text.is_empty() {
+        return !events.is_closed();
+    }
+    events
+        .try_send(LlmEvent::Token {
+            text: text.to_owned(),
+        })
+        .is_ok()
 }
 
 /// A request that has been tokenized and waits for room.

@@ -251,16 +251,7 @@ fn run_job(engine: &mut LlmEngine, job: Job) {
         return;
     }
     let started = std::time::Instant::now();
-    let mut on_text = |text: &str| {
-        if text.is_empty() {
-            return !events.is_closed();
-        }
-        events
-            .try_send(LlmEvent::Token {
-                text: text.to_owned(),
-            })
-            .is_ok()
-    };
+    let mut on_text = |text: &str| batch::send_text(&events, text);
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         engine.generate(request, &mut on_text)
     }))
