@@ -75,6 +75,9 @@ pub struct LlmDefaults {
     pub max_tokens: usize,
     /// Temperature when the request sets none.
     pub temperature: f64,
+    /// Longest a generated answer may run: past it the generation stops and the answer
+    /// is what was checked so far (or the passages' sentences).
+    pub deadline: std::time::Duration,
 }
 
 /// Everything a [`KnowledgeBase`] is built from.

@@ -178,6 +178,9 @@ impl AppState {
                 llm_defaults: LlmDefaults {
                     max_tokens: cfg.llm_max_tokens,
                     temperature: cfg.llm_temperature,
+                    // An answer should be done within the wait a queued request is
+                    // allowed, once more.
+                    deadline: Duration::from_secs(2 * cfg.max_queue_wait_secs),
                 },
                 search_gate: GateOptions {
                     running: cfg.search_threads,

@@ -213,7 +213,18 @@ impl KnowledgeBase {
         let mut checked = CheckedText::new(self, a.evidence);
         let mut pieces = 0;
         let mut drifted = false;
-        while let Some(piece) = generation.next_text().await? {
+        let deadline = tokio::time::Instant::now() + defaults.deadline;
+        loop {
+            let Ok(next) = tokio::time::timeout_at(deadline, generation.next_text()).await else {
+                tracing::info!(
+                    pieces,
+                    deadline_secs = defaults.deadline.as_secs(),
+                    "the answer ran past its deadline; generation stopped"
+                );
+                drifted = true;
+                break;
+            };
+            let Some(piece) = next? else { break };
             pieces += 1;
             text.push_str(&piece);
             for shown in checked.push(&piece).await? {

@@ -19,6 +19,10 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+/// Spins the caller waits for workers still inside a closed round before it starts
+/// yielding its core to them.
+const CALLER_SPINS: u32 = 2048;
+
 /// How long a worker spins for the next round before it parks.
 const SPIN: Duration = Duration::from_micros(300);
 
@@ -137,10 +141,17 @@ impl Pool {
         }
         sh.wake.notify_all();
         let mine = catch_unwind(AssertUnwindSafe(|| sh.work(f, 0)));
-        // Close the round to latecomers, then wait for those inside.
+        // Close the round to latecomers, then wait for those inside. A worker still
+        // inside after a while was most likely preempted (other work shares the cores):
+        // give it the core instead of spinning through this thread's time slice.
         sh.state.fetch_and(!OPEN, Ordering::SeqCst);
+        let mut spins = 0u32;
         while sh.state.load(Ordering::Acquire) & ACTIVE_MASK != 0 {
             std::hint::spin_loop();
+            spins = spins.saturating_add(1);
+            if spins > CALLER_SPINS {
+                std::thread::yield_now();
+            }
         }
         sh.job.store(std::ptr::null_mut(), Ordering::SeqCst);
         if let Err(p) = mine {
