@@ -101,13 +101,13 @@ async fn through_ragd(generator: &Arc<RemoteGenerator>, messages: &[ChatMessage]
     let g = generator.clone();
     let system = messages[0].content.clone();
     let rest = messages[1..].to_vec();
-    let (prompt, room) = tokio::task::spawn_blocking(move || {
+    let fitted = tokio::task::spawn_blocking(move || {
         ragd::ml::llm::completion::fit_prompt(g.as_ref(), &system, &[], &rest, &[], 128).unwrap()
     })
     .await
     .unwrap();
-    let mut request = GenerateRequest::new(prompt);
-    request.params.max_tokens = room.min(128);
+    let mut request = GenerateRequest::new(fitted.prompt);
+    request.params.max_tokens = fitted.room.min(128);
     request.params.temperature = 0.0;
     request.params.seed = 1;
     request.params.ignore_eos = true;

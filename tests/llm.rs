@@ -454,7 +454,8 @@ async fn the_completion_core_streams_text_then_calls() {
         .map(|i| ChatMessage::new(Role::User, format!("{i} {long}")))
         .collect();
     let question = [ChatMessage::new(Role::User, "the data base")];
-    let (prompt, room) = fit_prompt(llm.as_ref(), "sys", &history, &question, &[], 256).unwrap();
+    let fitted = fit_prompt(llm.as_ref(), "sys", &history, &question, &[], 256).unwrap();
+    let (prompt, room) = (fitted.prompt, fitted.room);
     let Prompt::Chat(messages) = &prompt else {
         panic!("a chat prompt")
     };

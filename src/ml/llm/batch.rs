@@ -72,17 +72,22 @@ struct Slot {
 }
 
 impl Slot {
-    /// Feeds the logits after its last token to its decoder.
-    fn advance(&mut self, logits: Vec<f32>) -> Result<Next, MlError> {
+    /// Feeds the logits after its last token to its decoder: `None` while it goes on
+    /// (its next token pending), else how it ended.
+    fn advance(&mut self, logits: Vec<f32>) -> Option<Result<FinishReason, MlError>> {
         let events = &self.events;
-        let next = self
+        match self
             .gen
             .decoder
-            .next(logits, &mut |t: &str| send_text(events, t))?;
-        if let Next::Run(token) = next {
-            self.gen.pending = Some(token);
+            .next(logits, &mut |t: &str| send_text(events, t))
+        {
+            Ok(Next::Run(token)) => {
+                self.gen.pending = Some(token);
+                None
+            }
+            Ok(Next::End(reason)) => Some(Ok(reason)),
+            Err(e) => Some(Err(e)),
         }
-        Ok(next)
     }
 }
 
@@ -225,27 +230,24 @@ pub(super) fn serve(
                     let _g = slot.span.enter();
                     catch(|| engine.prefill(&mut slot.gen))
                 };
-                match step {
-                    Ok(None) => {}
-                    Ok(Some(logits)) => match slot.advance(logits) {
-                        Ok(Next::Run(_)) => {}
-                        Ok(Next::End(r)) => ended.push((i, Ok(r))),
-                        Err(e) => ended.push((i, Err(e))),
-                    },
-                    Err(e) => ended.push((i, Err(e))),
-                }
+                let end = match step {
+                    Ok(None) => None,
+                    Ok(Some(logits)) => slot.advance(logits),
+                    Err(e) => Some(Err(e)),
+                };
+                ended.extend(end.map(|r| (i, r)));
             }
         }
-        // One decode step for every generation with a token to run.
+        // One decode step for every generation with a token to run (one that just ended
+        // has none).
         let ready: Vec<usize> = (0..slots.len())
-            .filter(|&i| slots[i].gen.pending.is_some() && !ended.iter().any(|e| e.0 == i))
+            .filter(|&i| slots[i].gen.pending.is_some())
             .collect();
         if !ready.is_empty() {
             let mut batch: Vec<&mut Batched> = slots
                 .iter_mut()
-                .enumerate()
-                .filter(|(i, _)| ready.contains(i))
-                .map(|(_, s)| &mut s.gen)
+                .map(|s| &mut s.gen)
+                .filter(|g| g.pending.is_some())
                 .collect();
             stats.steps.fetch_add(1, Ordering::Relaxed);
             stats.tokens.fetch_add(batch.len(), Ordering::Relaxed);
@@ -253,11 +255,7 @@ pub(super) fn serve(
             match catch(|| engine.decode(&mut batch)) {
                 Ok(all) => {
                     for (&i, logits) in ready.iter().zip(all) {
-                        match slots[i].advance(logits) {
-                            Ok(Next::Run(_)) => {}
-                            Ok(Next::End(r)) => ended.push((i, Ok(r))),
-                            Err(e) => ended.push((i, Err(e))),
-                        }
+                        ended.extend(slots[i].advance(logits).map(|r| (i, r)));
                     }
                 }
                 Err(e) => {
@@ -268,9 +266,9 @@ pub(super) fn serve(
                 }
             }
         }
-        // Finished generations leave (highest index first, so the others keep theirs).
+        // Finished generations leave (each once; highest index first, so the others keep
+        // theirs).
         ended.sort_by_key(|e| std::cmp::Reverse(e.0));
-        ended.dedup_by_key(|e| e.0);
         for (i, result) in ended {
             let slot = slots.swap_remove(i);
             if result.is_ok() {

@@ -80,7 +80,7 @@ impl Completion {
             let llm = llm.clone();
             let max_tokens = params.max_tokens;
             tokio::task::spawn_blocking(move || {
-                fit(
+                fit_prompt(
                     llm.as_ref(),
                     &system,
                     &history,
@@ -206,22 +206,10 @@ pub struct Fitted {
 }
 
 /// The prompt: the system message, the newest `history` that fits, then `messages`,
-/// with the tool definitions `tools` when there are any. Returns it with the answer's
-/// room in tokens (`max_tokens`, lowered so that the answer has at most half of what the
-/// window has left).
+/// with the tool definitions `tools` when there are any; with the answer's room in tokens
+/// (`max_tokens`, lowered so that the answer has at most half of what the window has
+/// left) and the prompt's token count.
 pub fn fit_prompt(
-    llm: &dyn Generator,
-    system: &str,
-    history: &[ChatMessage],
-    messages: &[ChatMessage],
-    tools: &[serde_json::Value],
-    max_tokens: usize,
-) -> Result<(Prompt, usize), MlError> {
-    fit(llm, system, history, messages, tools, max_tokens).map(|f| (f.prompt, f.room))
-}
-
-/// [`fit_prompt`], with the prompt's token count.
-pub fn fit(
     llm: &dyn Generator,
     system: &str,
     history: &[ChatMessage],
