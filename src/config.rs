@@ -37,6 +37,10 @@ pub struct Config {
     /// (`RAGD_EMBED_PRECISION`): `auto` (the fastest this CPU offers within the accuracy
     /// bounds), `f32` (the exact reference path), `bf16`, `int8` or `int16`.
     pub embed_precision: crate::ml::Precision,
+    /// Where the local models run (`RAGD_DEVICE`, `--device`): `auto` (a GPU when the
+    /// build has one and it opens, else the CPU, saying why in the log), `cpu`, `cuda`,
+    /// `cuda:N` or `metal`. An explicit GPU that cannot be opened stops start-up.
+    pub device: crate::ml::device::DeviceChoice,
     /// Most embedding requests waiting at once; beyond it requests fail fast (429).
     pub embed_queue_capacity: usize,
     /// Searches' index look-ups running at once (`RAGD_SEARCH_THREADS`); default: every core.
@@ -243,6 +247,7 @@ impl Default for Config {
             embed_batch_size: 32,
             embed_batch_tokens: 8192,
             embed_precision: crate::ml::Precision::Auto,
+            device: crate::ml::device::DeviceChoice::Auto,
             embed_queue_capacity: 1024,
             search_threads: num_cpus::get().max(1),
             search_queue: 256,
@@ -320,6 +325,7 @@ impl Config {
             embed_batch_size,
             embed_batch_tokens,
             embed_precision,
+            device,
             embed_queue_capacity,
             search_threads,
             search_queue,
@@ -574,6 +580,31 @@ mod tests {
             ..Layer::default()
         };
         assert!(Config::resolve([bad]).is_err());
+    }
+
+    #[test]
+    fn the_device_comes_from_the_file_the_environment_or_a_flag() {
+        use crate::ml::device::DeviceChoice;
+        assert_eq!(Config::default().device, DeviceChoice::Auto);
+        let file: Layer = toml::from_str("device = \"cuda:1\"").unwrap();
+        assert_eq!(
+            Config::resolve([file]).unwrap().device,
+            DeviceChoice::Cuda(1)
+        );
+        let env = |v: &str| Layer::from_env(&HashMap::from([("RAGD_DEVICE".into(), v.into())]));
+        assert_eq!(
+            Config::resolve([env("cpu").unwrap()]).unwrap().device,
+            DeviceChoice::Cpu
+        );
+        let err = env("gpu0").unwrap_err().to_string();
+        assert!(
+            err.contains("RAGD_DEVICE") && err.contains("expected auto, cpu, cuda"),
+            "{err}"
+        );
+        let err = toml::from_str::<Layer>("device = \"tpu\"")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not a device"), "{err}");
     }
 
     #[test]

@@ -58,6 +58,8 @@ pub struct KnowledgeBase {
     reranker: Option<RerankHandle>,
     /// The LLM's slot; answers are extractive while it is empty.
     llm: LlmSlot,
+    /// Where each model runs (for `/health/ready`).
+    placed: crate::ml::models::Placed,
     /// Answer length and temperature when a request does not say.
     llm_defaults: LlmDefaults,
     /// Admits searches' index look-ups.
@@ -129,6 +131,7 @@ impl KnowledgeBase {
             timings,
             reranker: p.models.reranker,
             llm: p.models.llm,
+            placed: p.models.placed,
             llm_defaults: p.llm_defaults,
             search_gate: admission::Gate::new("searches", p.search_gate),
             answer_gate: admission::Gate::new("answers", p.answer_gate),

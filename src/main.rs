@@ -166,6 +166,9 @@ struct ServeArgs {
     /// Embedding model: folder under the models directory, or a path.
     #[arg(long)]
     embedding_model: Option<String>,
+    /// Where the local models run: auto, cpu, cuda, cuda:N or metal (RAGD_DEVICE).
+    #[arg(long)]
+    device: Option<ragd::ml::device::DeviceChoice>,
     /// Comma-separated API keys for /api/v1 (empty: auth off).
     #[arg(long)]
     api_keys: Option<String>,
@@ -206,6 +209,7 @@ impl ServeArgs {
             data_dir: self.data_dir.clone(),
             models_dir: self.models_dir.clone(),
             embedding_model: self.embedding_model.clone(),
+            device: self.device,
             api_keys: self.api_keys.clone().map(KeyList::Csv),
             log_format: self.log_format.as_deref().map(|f| {
                 if f == "json" {

@@ -107,11 +107,24 @@ impl AppState {
                 let store = Store::open(&cfg.data_dir.join("ragd.sqlite"))
                     .context("opening the database")?;
 
-                let (embedder, _dim) = models::load_embedder(&cfg)?;
-                let reranker = models::load_reranker(&cfg)?;
-                let llm = match llm {
-                    Some(g) => crate::ml::llm::LlmSlot::fixed(Some(g)),
-                    None => models::load_llm(&models::with_chosen_llm(&cfg, &store))?,
+                // One device for every local model; an explicit GPU that does not open
+                // stops start-up here, with the driver's error.
+                let place = crate::ml::device::open(cfg.device)
+                    .with_context(|| format!("opening the device {}", cfg.device))?;
+                let (embedder, _dim, embedder_runs) = models::load_embedder(&cfg, &place)?;
+                let (reranker, reranker_runs) = match models::load_reranker(&cfg, &place)? {
+                    Some((h, r)) => (Some(h), Some(r)),
+                    None => (None, None),
+                };
+                let (llm, llm_runs) = match llm {
+                    Some(g) => (
+                        crate::ml::llm::LlmSlot::fixed(Some(g)),
+                        crate::ml::models::Runs {
+                            device: "supplied".into(),
+                            arithmetic: "supplied".into(),
+                        },
+                    ),
+                    None => models::load_llm(&models::with_chosen_llm(&cfg, &store), &place)?,
                 };
                 Ok((
                     store,
@@ -119,6 +132,11 @@ impl AppState {
                         embedder,
                         reranker,
                         llm,
+                        placed: crate::ml::models::Placed {
+                            embedder: embedder_runs,
+                            reranker: reranker_runs,
+                            llm: llm_runs,
+                        },
                     },
                 ))
             })

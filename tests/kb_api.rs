@@ -439,6 +439,14 @@ async fn health_and_openapi() {
     assert_eq!(ready["ready"], true);
     assert_eq!(ready["components"][0]["healthy"], true);
     assert_eq!(ready["components"][2]["healthy"], false);
+    // Each model names where it runs and in what arithmetic; the vector store is no model.
+    for i in [0, 2] {
+        let c = &ready["components"][i];
+        assert!(c["device"].as_str().unwrap().starts_with("cpu ("), "{c}");
+        assert!(!c["arithmetic"].as_str().unwrap().is_empty(), "{c}");
+    }
+    assert_eq!(ready["components"][2]["arithmetic"], "ragd-cpu");
+    assert!(ready["components"][1].get("device").is_none());
     let (_, stats) = s.get_json("/api/v1/health/stats").await;
     assert_eq!(stats["embedding_model"], "all-MiniLM-L6-v2");
     assert_eq!(stats["reranker_enabled"], false);
@@ -471,4 +479,37 @@ async fn health_and_openapi() {
         "X-API-Key"
     );
     s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gpu_asked_for_that_cannot_open_stops_start_up_with_the_cause() {
+    use ragd::ml::device::{gpu_backends, DeviceChoice};
+    let dir = tempfile::tempdir().unwrap();
+    for choice in [
+        DeviceChoice::Cuda(0),
+        DeviceChoice::Cuda(7),
+        DeviceChoice::Metal,
+    ] {
+        let mut config = common::test_config(dir.path());
+        config.device = choice;
+        match ragd::AppState::build(config).await {
+            // Only a GPU build on a machine with that GPU starts.
+            Ok(_) => assert!(!gpu_backends().is_empty(), "{choice} opened on a CPU build"),
+            Err(e) => {
+                let msg = format!("{e:#}");
+                assert!(
+                    msg.contains(&format!("opening the device {choice}")),
+                    "{msg}"
+                );
+                assert!(
+                    msg.contains("built without") || msg.contains("cannot open"),
+                    "{msg}"
+                );
+            }
+        }
+    }
+    // `auto` always starts, on the CPU here.
+    let mut config = common::test_config(dir.path());
+    config.device = DeviceChoice::Auto;
+    assert!(ragd::AppState::build(config).await.is_ok());
 }

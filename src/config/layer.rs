@@ -25,6 +25,7 @@ pub struct Layer {
     pub embed_batch_size: Option<usize>,
     pub embed_batch_tokens: Option<usize>,
     pub embed_precision: Option<crate::ml::Precision>,
+    pub device: Option<crate::ml::device::DeviceChoice>,
     pub embed_queue_capacity: Option<usize>,
     pub search_threads: Option<usize>,
     pub search_queue: Option<usize>,
@@ -143,6 +144,9 @@ impl Layer {
                     v.parse()
                         .map_err(|e| anyhow::anyhow!("RAGD_EMBED_PRECISION={e}"))
                 })
+                .transpose()?,
+            device: get("RAGD_DEVICE")
+                .map(|v| v.parse().map_err(|e| anyhow::anyhow!("RAGD_DEVICE: {e}")))
                 .transpose()?,
             embed_queue_capacity: parse("RAGD_EMBED_QUEUE_CAPACITY")?.map(|v| v as usize),
             search_threads: parse("RAGD_SEARCH_THREADS")?.map(|v| v as usize),

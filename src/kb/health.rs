@@ -46,10 +46,13 @@ impl KnowledgeBase {
                 format!("no answer within {}s", EMBED_PROBE_TIMEOUT.as_secs()),
             ),
         };
+        let runs = Some(&self.placed.embedder);
         Component {
             name: "embedder".into(),
             healthy,
             detail,
+            device: runs.map(|r| r.device.clone()),
+            arithmetic: runs.map(|r| r.arithmetic.clone()),
         }
     }
 
@@ -101,10 +104,13 @@ impl KnowledgeBase {
                 }
             }
         };
+        let runs = Some(&self.placed.llm);
         Component {
             name: "llm".into(),
             healthy,
             detail,
+            device: runs.map(|r| r.device.clone()),
+            arithmetic: runs.map(|r| r.arithmetic.clone()),
         }
     }
 
@@ -130,10 +136,13 @@ impl KnowledgeBase {
                 }
             }
         };
+        let runs = self.placed.reranker.as_ref();
         Component {
             name: "reranker".into(),
             healthy,
             detail,
+            device: runs.map(|r| r.device.clone()),
+            arithmetic: runs.map(|r| r.arithmetic.clone()),
         }
     }
 
@@ -143,6 +152,8 @@ impl KnowledgeBase {
                 name: "vector_store".into(),
                 healthy: false,
                 detail: reason,
+                device: None,
+                arithmetic: None,
             };
         }
         // What ingestion has staged in the full-text index counts too: commit it first.
@@ -179,6 +190,8 @@ impl KnowledgeBase {
             name: "vector_store".into(),
             healthy,
             detail,
+            device: None,
+            arithmetic: None,
         }
     }
 }

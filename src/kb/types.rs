@@ -73,6 +73,13 @@ pub struct Component {
     pub healthy: bool,
     /// Why, when not healthy; what was checked, when healthy.
     pub detail: String,
+    /// Where a model runs: `cpu (...)`, `cuda:0 (GPU name, memory, compute capability)`,
+    /// or `remote <url>`. Absent for components that are not models.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// The model's arithmetic (`int8`, `bf16`, `candle-f16`, `ragd-cpu`, `remote`, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arithmetic: Option<String>,
 }
 
 /// Counts for `/health/stats`.

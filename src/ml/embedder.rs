@@ -3,7 +3,7 @@
 //! transformer, mean pooling over the attention mask, L2 normalisation. On the CPU the
 //! transformer is our own packed forward pass (`cpu`); on a GPU it is candle's.
 
-mod candle_bert;
+pub(crate) mod candle;
 pub(crate) mod cpu;
 pub mod remote;
 
@@ -38,6 +38,37 @@ pub enum Precision {
     Int8,
     /// i16 products, one scale per row and per column (AVX2; f32 on CPUs without it).
     Int16,
+    /// f16 products: GPUs only (the CPU engine refuses it at start-up).
+    F16,
+}
+
+impl Precision {
+    /// The dtype of candle's products on a GPU (`auto` is f16, as text-embeddings-inference
+    /// runs BERT), or why this precision cannot run there.
+    pub(crate) fn gpu_dtype(self) -> Result<DType, MlError> {
+        match self {
+            Self::Auto | Self::F16 => Ok(DType::F16),
+            Self::Bf16 => Ok(DType::BF16),
+            Self::F32 => Ok(DType::F32),
+            Self::Int8 | Self::Int16 => Err(MlError::Load(format!(
+                "embed_precision {} runs on ragd's CPU engine only; on a GPU use auto (f16), \
+                 f16, bf16 or f32",
+                self.name()
+            ))),
+        }
+    }
+
+    /// The setting's spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::F32 => "f32",
+            Self::Bf16 => "bf16",
+            Self::Int8 => "int8",
+            Self::Int16 => "int16",
+            Self::F16 => "f16",
+        }
+    }
 }
 
 impl std::str::FromStr for Precision {
@@ -49,8 +80,9 @@ impl std::str::FromStr for Precision {
             "bf16" => Ok(Self::Bf16),
             "int8" => Ok(Self::Int8),
             "int16" => Ok(Self::Int16),
+            "f16" => Ok(Self::F16),
             other => Err(format!(
-                "{other:?}: expected auto, f32, bf16, int8 or int16"
+                "{other:?}: expected auto, f32, bf16, f16 (GPU), int8 or int16"
             )),
         }
     }
@@ -248,8 +280,8 @@ fn ids_of(tokenizer: &Tokenizer, text: &str, special: bool) -> Option<Vec<u32>> 
 enum Backend {
     /// Our packed CPU forward pass.
     Cpu(cpu::CpuBert),
-    /// candle's `BertModel`, on a GPU (or for a configuration `Cpu` lacks).
-    Candle(candle_bert::CandleBert),
+    /// The encoder on candle's device: a GPU (or the CPU for a configuration `Cpu` lacks).
+    Candle(candle::CandleBert),
 }
 
 /// A sentence-transformers BERT model loaded from a folder.
@@ -281,12 +313,16 @@ impl BertEmbedder {
         Self::load_backend(dir, device, batch_size, precision, false)
     }
 
-    /// The arithmetic of the forward pass: `f32`, `bf16`, `int8`, `q8_0`, or `candle`
-    /// (candle's pass).
+    /// The arithmetic of the forward pass: ragd's CPU pass `f32`, `bf16`, `int8`,
+    /// `q8_0`, `int16`; candle's `candle-f16`, `candle-bf16`, `candle-f32`.
     pub fn arithmetic(&self) -> &'static str {
         match &self.backend {
             Backend::Cpu(m) => m.arithmetic().name(),
-            Backend::Candle(_) => "candle",
+            Backend::Candle(m) => match m.dtype_name() {
+                "f16" => "candle-f16",
+                "bf16" => "candle-bf16",
+                _ => "candle-f32",
+            },
         }
     }
 
@@ -319,11 +355,28 @@ impl BertEmbedder {
         let (counter, max_tokens) = TokenCounter::load(dir)?;
 
         let weights = dir.join("model.safetensors");
+        let on_cpu = device.is_cpu() && !force_candle && cpu::CpuBert::supports(&config);
+        // ragd's CPU pass converts from f32; candle's products run in the precision's
+        // dtype on a GPU, in f32 on the CPU (the reference), unless asked for otherwise.
+        let dtype = if on_cpu {
+            if precision == Precision::F16 {
+                return Err(MlError::Load(
+                    "embed_precision f16 runs on a GPU only; on the CPU use auto, f32, bf16, \
+                     int8 or int16"
+                        .into(),
+                ));
+            }
+            DType::F32
+        } else if device.is_cpu() && precision == Precision::Auto {
+            DType::F32
+        } else {
+            candle_dtype(&device, precision)?
+        };
         // SAFETY: the weights file is memory-mapped read-only and not modified while the
         // model lives; this is how candle loads safetensors.
-        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, &device) }
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], dtype, &device) }
             .map_err(|e| MlError::Load(format!("{}: {e}", weights.display())))?;
-        let backend = if device.is_cpu() && !force_candle && cpu::CpuBert::supports(&config) {
+        let backend = if on_cpu {
             Backend::Cpu(cpu::CpuBert::load(
                 &vb,
                 &config,
@@ -333,7 +386,7 @@ impl BertEmbedder {
             if device.is_cpu() && !force_candle {
                 tracing::info!(act = ?config.hidden_act, "no fast CPU path for this model; using candle's");
             }
-            Backend::Candle(candle_bert::CandleBert::load(vb, &config)?)
+            Backend::Candle(candle::CandleBert::load(vb, &config)?)
         };
         let name = dir
             .file_name()
@@ -363,6 +416,52 @@ impl BertEmbedder {
     }
 }
 
+/// The dtype of candle's products for `precision` on `device`: what
+/// [`Precision::gpu_dtype`] says, except bf16 on the CPU device, which candle cannot
+/// multiply (refused rather than failing at the first request).
+pub(crate) fn candle_dtype(device: &Device, precision: Precision) -> Result<DType, MlError> {
+    let dtype = precision.gpu_dtype()?;
+    if device.is_cpu() && dtype == DType::BF16 {
+        return Err(MlError::Load(
+            "embed_precision bf16 is not available for this model on the CPU (candle's CPU \
+             pass has no bf16 products); use auto, f32 or f16"
+                .into(),
+        ));
+    }
+    Ok(dtype)
+}
+
+/// Padded tokens (rows x longest row) one padded pass may hold.
+const PADDED_TOKENS: usize = 16_384;
+
+/// `order` (sorted by length) cut into passes of at most `max_rows` rows whose padded
+/// size (rows x the longest) stays within `budget` tokens; a row longer than the budget
+/// goes alone.
+pub(crate) fn padded_groups(
+    order: &[usize],
+    len: impl Fn(usize) -> usize,
+    max_rows: usize,
+    budget: usize,
+) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut cur: Vec<usize> = Vec::new();
+    let mut longest = 0;
+    for &i in order {
+        let l = len(i).max(1);
+        let wider = longest.max(l);
+        if !cur.is_empty() && (cur.len() >= max_rows.max(1) || (cur.len() + 1) * wider > budget) {
+            groups.push(std::mem::take(&mut cur));
+            longest = 0;
+        }
+        longest = longest.max(l);
+        cur.push(i);
+    }
+    if !cur.is_empty() {
+        groups.push(cur);
+    }
+    groups
+}
+
 fn max_position_embeddings(config_json: &str) -> usize {
     serde_json::from_str::<serde_json::Value>(config_json)
         .ok()
@@ -381,14 +480,21 @@ impl Embedder for BertEmbedder {
             return Ok(Vec::new());
         }
         // Passes of at most `batch_size` sequences. The CPU pass packs sequences without
-        // padding, so order does not matter; padded passes are sorted by length so each
-        // pads as little as possible.
+        // padding, so order does not matter; padded passes are sorted by length and cut
+        // by a budget of padded tokens, so each pads as little as possible and a batch of
+        // long texts does not take the memory of `batch_size` windows.
         let mut order: Vec<usize> = (0..seqs.len()).collect();
-        if let Backend::Candle(_) = self.backend {
+        let groups = if let Backend::Candle(_) = self.backend {
             order.sort_by_key(|&i| seqs[i].len());
-        }
+            padded_groups(&order, |i| seqs[i].len(), self.batch_size, PADDED_TOKENS)
+        } else {
+            order
+                .chunks(self.batch_size)
+                .map(<[usize]>::to_vec)
+                .collect()
+        };
         let mut out = vec![Vec::new(); seqs.len()];
-        for group in order.chunks(self.batch_size) {
+        for group in &groups {
             let batch: Vec<&[u32]> = group.iter().map(|&i| seqs[i]).collect();
             for (&i, v) in group.iter().zip(self.embed_batch(&batch, pause)?) {
                 out[i] = v;

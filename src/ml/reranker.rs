@@ -11,10 +11,11 @@ use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{linear, Linear, VarBuilder};
-use candle_transformers::models::bert::{BertModel, Config as BertConfig};
+use candle_transformers::models::bert::Config as BertConfig;
 use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
 use tokio::sync::oneshot;
 
+use super::embedder::candle::CandleBert;
 use super::embedder::cpu::{Arithmetic, CpuBert};
 use super::{MlError, Precision};
 
@@ -51,12 +52,11 @@ enum Backend {
         /// `[hidden]` and the bias.
         classifier: (Vec<f32>, f32),
     },
-    /// candle's `BertModel` with padding.
+    /// ragd's BERT on candle's device, padded; the pooler and classifier in f32.
     Candle {
-        bert: BertModel,
+        bert: CandleBert,
         pooler: Linear,
         classifier: Linear,
-        device: Device,
     },
 }
 
@@ -111,11 +111,26 @@ impl CrossEncoder {
             }))
             .map_err(|e| MlError::Load(format!("tokenizer: {e}")))?;
         let weights = dir.join("model.safetensors");
+        let on_cpu = device.is_cpu() && !force_candle && CpuBert::supports(&config);
+        if on_cpu && precision == Precision::F16 {
+            return Err(MlError::Load(
+                "embed_precision f16 runs on a GPU only; on the CPU use auto, f32, bf16, int8 \
+                 or int16"
+                    .into(),
+            ));
+        }
+        // ragd's CPU pass converts from f32; candle's products run in the precision's
+        // dtype on a GPU, in f32 on the CPU unless asked for otherwise.
+        let dtype = if on_cpu || (device.is_cpu() && precision == Precision::Auto) {
+            DType::F32
+        } else {
+            super::embedder::candle_dtype(&device, precision)?
+        };
         // SAFETY: the weights file is memory-mapped read-only for the model's life.
-        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, &device) }
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], dtype, &device) }
             .map_err(|e| MlError::Load(format!("{}: {e}", weights.display())))?;
         let hidden = config.hidden_size;
-        let backend = if device.is_cpu() && !force_candle && CpuBert::supports(&config) {
+        let backend = if on_cpu {
             let load = |e: MlError| MlError::Load(format!("cross-encoder weights: {e}"));
             let get = |shape: &[usize], name: &str| -> Result<Vec<f32>, MlError> {
                 flat(vb.get(shape.to_vec(), name)?).map_err(load)
@@ -132,27 +147,31 @@ impl CrossEncoder {
                 ),
             }
         } else {
-            let bert = BertModel::load(vb.pp("bert"), &config)
-                .map_err(|e| MlError::Load(format!("BERT weights: {e}")))?;
-            let pooler = linear(hidden, hidden, vb.pp("bert.pooler.dense"))
+            let bert = CandleBert::load(vb.pp("bert"), &config)?;
+            let f32vb = vb.to_dtype(DType::F32);
+            let pooler = linear(hidden, hidden, f32vb.pp("bert.pooler.dense"))
                 .map_err(|e| MlError::Load(format!("pooler: {e}")))?;
-            let classifier = linear(hidden, 1, vb.pp("classifier"))
+            let classifier = linear(hidden, 1, f32vb.pp("classifier"))
                 .map_err(|e| MlError::Load(format!("classifier: {e}")))?;
             Backend::Candle {
                 bert,
                 pooler,
                 classifier,
-                device,
             }
         };
         Ok(Self { backend, tokenizer })
     }
 
-    /// The arithmetic of the forward pass: `f32`, `bf16`, `int8`, `q8_0`, or `candle`.
+    /// The arithmetic of the forward pass: `f32`, `bf16`, `int8`, `q8_0`, `int16`, or
+    /// candle's `candle-f16`, `candle-bf16`, `candle-f32`.
     pub fn arithmetic(&self) -> &'static str {
         match &self.backend {
             Backend::Cpu { bert, .. } => bert.arithmetic().name(),
-            Backend::Candle { .. } => "candle",
+            Backend::Candle { bert, .. } => match bert.dtype_name() {
+                "f16" => "candle-f16",
+                "bf16" => "candle-bf16",
+                _ => "candle-f32",
+            },
         }
     }
 
@@ -182,8 +201,7 @@ impl CrossEncoder {
                     bert,
                     pooler,
                     classifier,
-                    device,
-                } => candle_logits(bert, pooler, classifier, device, &enc)?,
+                } => candle_logits(bert, pooler, classifier, &enc)?,
             };
             out.extend(logits.into_iter().map(|l| 1.0 / (1.0 + (-l).exp())));
         }
@@ -214,32 +232,17 @@ fn cpu_logits(
         .collect())
 }
 
-/// The classifier's logit per pair through candle's padded pass.
+/// The classifier's logit per pair through the padded pass on candle's device.
 fn candle_logits(
-    bert: &BertModel,
+    bert: &CandleBert,
     pooler: &Linear,
     classifier: &Linear,
-    device: &Device,
     enc: &[tokenizers::Encoding],
 ) -> Result<Vec<f32>, MlError> {
-    let seq = enc.iter().map(|e| e.len()).max().unwrap_or(1).max(1);
-    let n = enc.len();
-    let (mut ids, mut types, mut mask) = (
-        vec![0u32; n * seq],
-        vec![0u32; n * seq],
-        vec![0u32; n * seq],
-    );
-    for (row, e) in enc.iter().enumerate() {
-        let b = row * seq;
-        ids[b..b + e.len()].copy_from_slice(e.get_ids());
-        types[b..b + e.len()].copy_from_slice(e.get_type_ids());
-        mask[b..b + e.len()].copy_from_slice(e.get_attention_mask());
-    }
-    let ids = Tensor::from_vec(ids, (n, seq), device)?;
-    let types = Tensor::from_vec(types, (n, seq), device)?;
-    let mask = Tensor::from_vec(mask, (n, seq), device)?;
-    let hidden = bert.forward(&ids, &types, Some(&mask))?;
-    let cls = hidden.narrow(1, 0, 1)?.squeeze(1)?;
+    let ids: Vec<&[u32]> = enc.iter().map(|e| e.get_ids()).collect();
+    let types: Vec<&[u32]> = enc.iter().map(|e| e.get_type_ids()).collect();
+    // Contiguous `[n, hidden]`: the pooler's matmul on a GPU takes no strided view.
+    let cls = bert.cls_states(&ids, &types)?;
     let pooled = pooler.forward(&cls)?.tanh()?;
     Ok(classifier.forward(&pooled)?.squeeze(1)?.to_vec1::<f32>()?)
 }
@@ -369,7 +372,7 @@ pub fn write_random_cross_encoder_shaped(
     let varmap = candle_nn::VarMap::new();
     let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
     // Loading through a VarMap creates every tensor the model asks for, randomly initialised.
-    BertModel::load(vb.pp("bert"), &cfg)?;
+    candle_transformers::models::bert::BertModel::load(vb.pp("bert"), &cfg)?;
     linear(shape.hidden, shape.hidden, vb.pp("bert.pooler.dense"))?;
     linear(shape.hidden, 1, vb.pp("classifier"))?;
     reseed(&varmap)?;
@@ -482,7 +485,7 @@ mod tests {
             CrossEncoder::load_backend(dir.path(), Device::Cpu, precision, candle).unwrap()
         };
         let reference = load(Precision::F32, true);
-        assert_eq!(reference.arithmetic(), "candle");
+        assert_eq!(reference.arithmetic(), "candle-f32");
         let passages: Vec<String> = [
             "a short passage",
             "the pump seal must be replaced every two years or after a leak",
@@ -503,7 +506,7 @@ mod tests {
             (Precision::Int16, 2e-2),
         ] {
             let fast = load(precision, false);
-            assert_ne!(fast.arithmetic(), "candle");
+            assert!(!fast.arithmetic().starts_with("candle"));
             let got = fast
                 .score("when is the pump seal replaced", &passages)
                 .unwrap();
@@ -515,5 +518,71 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_gpu_pass_in_f16_scores_as_f32_does() {
+        // candle's device code path (the one a GPU runs), here on the CPU device: f16 and
+        // bf16 products with f32 norms and softmax, several pairs of different lengths
+        // (padding, and the pooler's multi-row input).
+        let dir = tempfile::tempdir().unwrap();
+        let shape = CrossEncoderShape {
+            hidden: 64,
+            layers: 2,
+            heads: 2,
+            intermediate: 128,
+        };
+        write_random_cross_encoder_shaped(dir.path(), &tokenizer_json(), shape)
+            .expect("run scripts/setup.sh for the tokenizer");
+        let load = |precision| {
+            CrossEncoder::load_backend(dir.path(), Device::Cpu, precision, true).unwrap()
+        };
+        let passages: Vec<String> = [
+            "a",
+            "the pump seal must be replaced every two years or after a leak",
+            "quarterly revenue grew while the cost of goods fell, and the board met twice",
+            "seal",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let q = "when is the pump seal replaced";
+        let want = load(Precision::F32).score(q, &passages).unwrap();
+        // bf16 runs on GPUs only (candle's CPU pass has no bf16 products).
+        let m = load(Precision::F16);
+        assert_eq!(m.arithmetic(), "candle-f16");
+        let got = m.score(q, &passages).unwrap();
+        assert_eq!(got.len(), passages.len());
+        for (g, w) in got.iter().zip(&want) {
+            assert!(g.is_finite() && (g - w).abs() <= 2e-2, "f16: {g} vs {w}");
+        }
+        // One pair alone scores as it does in a batch (padding changes nothing).
+        let alone = load(Precision::F32).score(q, &passages[1..2]).unwrap();
+        assert!(
+            (alone[0] - want[1]).abs() < 1e-5,
+            "{} vs {}",
+            alone[0],
+            want[1]
+        );
+    }
+
+    #[test]
+    fn f16_is_refused_on_the_cpu_engine_and_int8_on_candle() {
+        let dir = tempfile::tempdir().unwrap();
+        write_random_cross_encoder(dir.path(), &tokenizer_json())
+            .expect("run scripts/setup.sh for the tokenizer");
+        let err = |precision, candle| match CrossEncoder::load_backend(
+            dir.path(),
+            Device::Cpu,
+            precision,
+            candle,
+        ) {
+            Ok(_) => panic!("{precision:?} (candle: {candle}) loaded"),
+            Err(e) => e.to_string(),
+        };
+        assert!(err(Precision::F16, false).contains("runs on a GPU only"));
+        assert!(err(Precision::Int8, true).contains("CPU engine only"));
+        assert!(err(Precision::Int16, true).contains("CPU engine only"));
+        assert!(err(Precision::Bf16, true).contains("no bf16 products"));
     }
 }

@@ -10,22 +10,27 @@ use std::time::Duration;
 use anyhow::Context as _;
 
 use crate::config::{Config, RemoteLlmApi};
+use crate::ml::device::Placement;
 use crate::ml::embedder::remote::{RemoteEmbedder, RemoteEmbedderOptions};
 use crate::ml::llm::remote::{RemoteGenerator, RemoteLlmOptions, ServerKind};
 use crate::ml::llm::{
     Backend, CpuOptions, LlmEngine, LlmHandle, LlmLoader, LlmSlot, LlmWorkerOptions,
     SharedGenerator,
 };
+use crate::ml::models::Runs;
 use crate::ml::reranker::remote::{RemoteReranker, RemoteRerankerOptions};
 use crate::ml::reranker::{CrossEncoder, RerankHandle};
-use crate::ml::{device, BertEmbedder, EmbedHandle, EmbedWorkerOptions, MlError};
+use crate::ml::{BertEmbedder, EmbedHandle, EmbedWorkerOptions, MlError};
 use crate::store::Store;
 
 /// Requests a remote embedder has in flight at once.
 const REMOTE_EMBED_PARALLEL: usize = 4;
 
-/// The embedder on its worker thread, and its vectors' dimension.
-pub(super) fn load_embedder(cfg: &Config) -> anyhow::Result<(EmbedHandle, usize)> {
+/// The embedder on its worker thread, its vectors' dimension, and where it runs.
+pub(super) fn load_embedder(
+    cfg: &Config,
+    place: &Placement,
+) -> anyhow::Result<(EmbedHandle, usize, Runs)> {
     let model_dir = cfg.embedding_model_dir();
     let options = EmbedWorkerOptions {
         queue_capacity: cfg.embed_queue_capacity,
@@ -53,11 +58,12 @@ pub(super) fn load_embedder(cfg: &Config) -> anyhow::Result<(EmbedHandle, usize)
         })?;
         let dim = crate::ml::Embedder::dim(&model);
         tracing::info!(url = %cfg.embed_url, elapsed_ms = started.elapsed().as_millis() as u64, "embedder connected");
-        return Ok((EmbedHandle::spawn(model, options)?, dim));
+        let runs = remote_runs(&cfg.embed_url);
+        return Ok((EmbedHandle::spawn(model, options)?, dim, runs));
     }
     let model = BertEmbedder::load_with(
         &model_dir,
-        device::best_device(),
+        place.device.clone(),
         cfg.embed_batch_size,
         cfg.embed_precision,
     )
@@ -67,15 +73,32 @@ pub(super) fn load_embedder(cfg: &Config) -> anyhow::Result<(EmbedHandle, usize)
             model_dir.display()
         )
     })?;
-    tracing::info!(model = %model_dir.display(), arithmetic = model.arithmetic(), elapsed_ms = started.elapsed().as_millis() as u64, "embedder loaded");
+    let runs = local_runs(place, model.arithmetic());
+    tracing::info!(model = %model_dir.display(), device = %runs.device, arithmetic = %runs.arithmetic, elapsed_ms = started.elapsed().as_millis() as u64, "embedder loaded");
     let dim = crate::ml::Embedder::dim(&model);
-    Ok((EmbedHandle::spawn(model, options)?, dim))
+    Ok((EmbedHandle::spawn(model, options)?, dim, runs))
+}
+
+/// A local model on `place`.
+fn local_runs(place: &Placement, arithmetic: &str) -> Runs {
+    Runs {
+        device: format!("{} ({})", place.name, place.detail),
+        arithmetic: arithmetic.to_owned(),
+    }
+}
+
+/// A model behind an inference server at `url`.
+fn remote_runs(url: &str) -> Runs {
+    Runs {
+        device: format!("remote {url}"),
+        arithmetic: "remote".into(),
+    }
 }
 
 /// The LLM's slot: a server at `llm_url` (fixed), else a GGUF file configured or found
 /// under `models/`, switchable at run time. A file that is there but cannot be run leaves
 /// the slot empty with the reason: the server starts and answers extractively.
-pub(super) fn load_llm(cfg: &Config) -> anyhow::Result<LlmSlot> {
+pub(super) fn load_llm(cfg: &Config, place: &Placement) -> anyhow::Result<(LlmSlot, Runs)> {
     if cfg.llm_is_remote() {
         let generator = RemoteGenerator::connect(RemoteLlmOptions {
             url: cfg.llm_url.clone(),
@@ -97,19 +120,18 @@ pub(super) fn load_llm(cfg: &Config) -> anyhow::Result<LlmSlot> {
         })
         .with_context(|| format!("setting up the LLM server {}", cfg.llm_url))?;
         let generator: SharedGenerator = Arc::new(generator);
-        return Ok(LlmSlot::fixed(Some(generator)));
+        return Ok((LlmSlot::fixed(Some(generator)), remote_runs(&cfg.llm_url)));
     }
-    let loader = local_loader(cfg);
+    let runs = local_runs(place, if place.is_gpu() { "candle" } else { "ragd-cpu" });
+    let loader = local_loader(cfg, place);
     let Some(path) = cfg.llm_model_path() else {
         tracing::info!(models = %cfg.models_dir.display(), "no LLM file; answers are extractive");
-        return Ok(LlmSlot::switchable(None, None, None, loader));
+        return Ok((LlmSlot::switchable(None, None, None, loader), runs));
     };
     match loader(&path) {
-        Ok(generator) => Ok(LlmSlot::switchable(
-            Some(generator),
-            Some(path),
-            None,
-            loader,
+        Ok(generator) => Ok((
+            LlmSlot::switchable(Some(generator), Some(path), None, loader),
+            runs,
         )),
         Err(e) => {
             let why = crate::ml::llm::slot::load_reason(&e);
@@ -120,14 +142,15 @@ pub(super) fn load_llm(cfg: &Config) -> anyhow::Result<LlmSlot> {
                  extractively (`ragd models list` shows what can run; set RAGD_LLM_MODEL \
                  or switch with the llm_model setting)"
             );
-            Ok(LlmSlot::switchable(None, None, Some(why), loader))
+            Ok((LlmSlot::switchable(None, None, Some(why), loader), runs))
         }
     }
 }
 
 /// Loads a GGUF with ragd's local engine (CPU kernels, candle on a GPU) onto its own
 /// worker thread; blocking.
-fn local_loader(cfg: &Config) -> LlmLoader {
+fn local_loader(cfg: &Config, place: &Placement) -> LlmLoader {
+    let device = place.device.clone();
     let threads = cfg.llm_threads;
     let kv = cfg.llm_kv_cache;
     let prompt_cache_bytes = cfg.llm_prompt_cache_mb << 20;
@@ -136,7 +159,7 @@ fn local_loader(cfg: &Config) -> LlmLoader {
     Arc::new(move |path: &Path| -> Result<SharedGenerator, MlError> {
         let started = std::time::Instant::now();
         let backend = Backend::for_device(
-            device::best_device(),
+            device.clone(),
             CpuOptions {
                 threads,
                 tier: None,
@@ -172,7 +195,10 @@ fn local_loader(cfg: &Config) -> LlmLoader {
 /// The reranker: a server at `rerank_url`, else the cross-encoder when its folder holds
 /// a model; a model that is there but cannot be loaded is a start-up error, not a
 /// silent fallback.
-pub(super) fn load_reranker(cfg: &Config) -> anyhow::Result<Option<RerankHandle>> {
+pub(super) fn load_reranker(
+    cfg: &Config,
+    place: &Placement,
+) -> anyhow::Result<Option<(RerankHandle, Runs)>> {
     if !cfg.rerank_url.is_empty() {
         let model = RemoteReranker::new(RemoteRerankerOptions {
             url: cfg.rerank_url.clone(),
@@ -183,21 +209,23 @@ pub(super) fn load_reranker(cfg: &Config) -> anyhow::Result<Option<RerankHandle>
         })
         .with_context(|| format!("setting up the reranking server {}", cfg.rerank_url))?;
         let name = model.name();
-        return Ok(Some(RerankHandle::spawn(model, name, 64)?));
+        let runs = remote_runs(&cfg.rerank_url);
+        return Ok(Some((RerankHandle::spawn(model, name, 64)?, runs)));
     }
     let dir = cfg.reranker_model_dir();
     if !dir.join("model.safetensors").exists() {
         tracing::info!(dir = %dir.display(), "no reranker model; results are not reranked");
         return Ok(None);
     }
-    let model = CrossEncoder::load_with(&dir, device::best_device(), cfg.embed_precision)
+    let model = CrossEncoder::load_with(&dir, place.device.clone(), cfg.embed_precision)
         .with_context(|| format!("loading the reranker from {}", dir.display()))?;
     let name = dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    tracing::info!(model = %name, arithmetic = model.arithmetic(), "reranker loaded");
-    Ok(Some(RerankHandle::spawn(model, name, 64)?))
+    let runs = local_runs(place, model.arithmetic());
+    tracing::info!(model = %name, device = %runs.device, arithmetic = %runs.arithmetic, "reranker loaded");
+    Ok(Some((RerankHandle::spawn(model, name, 64)?, runs)))
 }
 
 /// `cfg` with the LLM an administrator chose at run time (the `llm_model` setting, kept
