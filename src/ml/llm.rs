@@ -23,6 +23,7 @@
 //! builds) the worker runs each forward pass in a rayon pool of its own.
 
 pub mod batch;
+pub mod candle;
 pub mod completion;
 pub mod cpu;
 pub mod detok;
@@ -31,6 +32,7 @@ pub mod filter;
 pub mod gbnf;
 pub mod generator;
 pub mod inspect;
+pub mod kv;
 pub mod model;
 pub mod prompt_cache;
 pub mod remote;

@@ -73,10 +73,33 @@ pub(super) fn load_embedder(
             model_dir.display()
         )
     })?;
+    if place.is_gpu() {
+        // The driver compiles each kernel's PTX on its first use: pay for it here, not in
+        // the first request.
+        let texts = [
+            "warm-up",
+            &"the kernels of every shape a batch takes ".repeat(20),
+        ];
+        warm_up("embedder", || {
+            crate::ml::Embedder::embed(&model, &texts).map(|_| ())
+        })?;
+    }
     let runs = local_runs(place, model.arithmetic());
     tracing::info!(model = %model_dir.display(), device = %runs.device, arithmetic = %runs.arithmetic, elapsed_ms = started.elapsed().as_millis() as u64, "embedder loaded");
     let dim = crate::ml::Embedder::dim(&model);
     Ok((EmbedHandle::spawn(model, options)?, dim, runs))
+}
+
+/// Runs `f` once (a model's first pass on a GPU) and logs how long it took.
+fn warm_up(what: &str, f: impl FnOnce() -> Result<(), MlError>) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    f().with_context(|| format!("the {what}'s first pass on the GPU"))?;
+    tracing::info!(
+        model = what,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "GPU kernels warmed up"
+    );
+    Ok(())
 }
 
 /// A local model on `place`.
@@ -167,7 +190,18 @@ fn local_loader(cfg: &Config, place: &Placement) -> LlmLoader {
             },
             prompt_cache_bytes,
         );
-        let engine = LlmEngine::load(path, backend)?;
+        let mut engine = LlmEngine::load(path, backend)?;
+        if !device.is_cpu() {
+            let t = std::time::Instant::now();
+            let ids = engine.tokenizer().encode("warm-up of the GPU kernels")?;
+            engine.forward(&ids, 0)?;
+            engine.forward(&ids[..1], ids.len())?;
+            tracing::info!(
+                model = "llm",
+                elapsed_ms = t.elapsed().as_millis() as u64,
+                "GPU kernels warmed up"
+            );
+        }
         let info = engine.info().clone();
         let handle = LlmHandle::spawn(
             engine,
@@ -223,6 +257,13 @@ pub(super) fn load_reranker(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    if place.is_gpu() {
+        let passages = [
+            "a".to_owned(),
+            "a longer passage for the padded pass".repeat(8),
+        ];
+        warm_up("reranker", || model.score("warm-up", &passages).map(|_| ()))?;
+    }
     let runs = local_runs(place, model.arithmetic());
     tracing::info!(model = %name, device = %runs.device, arithmetic = %runs.arithmetic, "reranker loaded");
     Ok(Some((RerankHandle::spawn(model, name, 64)?, runs)))

@@ -128,7 +128,13 @@ impl CpuModel {
         let threads = opts.threads.unwrap_or_else(num_cpus::get).max(1);
         let pool = Pool::new(threads, "ragd-llm")
             .map_err(|e| MlError::Load(format!("cannot start LLM threads: {e}")))?;
-        let ropes = ropes(&cfg, &w);
+        let ropes = ropes(
+            &cfg,
+            w.rope_freqs.as_deref(),
+            w.rope_long_short
+                .as_ref()
+                .map(|(l, s)| (l.as_slice(), s.as_slice())),
+        );
         let buf = Buffers {
             x: Vec::new(),
             xn: Vec::new(),
@@ -397,14 +403,18 @@ impl Place<'_> {
 /// their bases differ (Gemma 3). Phi-3 LongRoPE: the long factors when ragd's window (the
 /// file's `context_length`, which ragd always allocates) is past the original window,
 /// else the short ones, as llama.cpp chooses by its context size.
-fn ropes(cfg: &Config, w: &Weights) -> Vec<Rope> {
+pub(crate) fn ropes(
+    cfg: &Config,
+    rope_freqs: Option<&[f32]>,
+    long_short: Option<(&[f32], &[f32])>,
+) -> Vec<Rope> {
     let fam = &cfg.family;
-    let factors = match (&w.rope_freqs, &w.rope_long_short) {
-        (Some(f), _) => Some(f.as_slice()),
+    let factors = match (rope_freqs, long_short) {
+        (Some(f), _) => Some(f),
         (None, Some((long, short))) => Some(if cfg.context > fam.rope_orig_context {
-            long.as_slice()
+            long
         } else {
-            short.as_slice()
+            short
         }),
         (None, None) => None,
     };

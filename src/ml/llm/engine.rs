@@ -1,17 +1,20 @@
 //! One model, run synchronously: load a GGUF, then generate token by token, sending text
 //! to a callback. [`LlmHandle`](super::LlmHandle) runs it on its own thread.
 //!
-//! On the CPU the model runs on ragd's own engine ([`super::cpu`]) with a prompt cache;
-//! with a GPU (`--features cuda`/`metal`), or when asked for as the reference, it runs on
-//! candle's quantized models.
+//! On the CPU the model runs on ragd's own engine ([`super::cpu`]); on a GPU
+//! (`--features cuda`/`metal`) on ragd's candle engine ([`super::candle`]). Both keep a
+//! prompt cache and are driven by the batched scheduler. candle-transformers' quantized
+//! models remain as the reference tests compare with.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use candle_core::{Device, Tensor};
 
-use super::cpu::{CpuModel, CpuOptions, KvCache};
+use super::candle::CandleModel;
+use super::cpu::{CpuModel, CpuOptions, KvType};
 use super::detok::Utf8Stream;
+use super::kv::Kv;
 use super::model::{GgufFile, ModelInfo, Weights};
 use super::prompt_cache::{PromptCache, Sequence};
 use super::sampler::Sampler;
@@ -28,8 +31,16 @@ pub enum Backend {
         /// Bytes of key/value state the prompt cache keeps.
         prompt_cache_bytes: usize,
     },
-    /// candle's quantized models on `Device` (GPUs; the reference implementation).
-    Candle(Device),
+    /// ragd's engine over candle's tensors on `device` (a GPU; the CPU device in tests).
+    Candle {
+        device: Device,
+        /// How keys and values are kept.
+        kv: KvType,
+        /// Bytes of key/value state the prompt cache keeps.
+        prompt_cache_bytes: usize,
+    },
+    /// candle-transformers' quantized models on the CPU: the reference of tests.
+    Reference,
 }
 
 impl Backend {
@@ -41,13 +52,17 @@ impl Backend {
                 prompt_cache_bytes,
             }
         } else {
-            Backend::Candle(device)
+            Backend::Candle {
+                device,
+                kv: options.kv,
+                prompt_cache_bytes,
+            }
         }
     }
 
-    /// candle's quantized models on the CPU: the reference implementation.
+    /// candle-transformers' quantized models on the CPU: the reference implementation.
     pub fn reference() -> Self {
-        Backend::Candle(Device::Cpu)
+        Backend::Reference
     }
 
     /// ragd's engine with default options and a 256 MB prompt cache.
@@ -64,12 +79,86 @@ enum Runner {
         model: Box<CpuModel>,
         cache: PromptCache,
         /// The sequence [`LlmEngine::forward`] extends.
-        current: KvCache,
+        current: Kv,
     },
     Candle {
+        model: Box<CandleModel>,
+        cache: PromptCache,
+        current: Kv,
+    },
+    Reference {
         weights: Weights,
         device: Device,
     },
+}
+
+impl Runner {
+    /// An empty sequence of this engine (none for the reference).
+    fn new_kv(&self) -> Option<Kv> {
+        match self {
+            Runner::Cpu { model, .. } => Some(Kv::Cpu(model.new_cache())),
+            Runner::Candle { model, .. } => Some(Kv::Candle(model.new_cache())),
+            Runner::Reference { .. } => None,
+        }
+    }
+
+    /// Runs `tokens` after `kv`'s positions; the last token's logits, or all with `all`.
+    fn run(&mut self, kv: &mut Kv, tokens: &[u32], all: bool) -> Result<Vec<f32>, MlError> {
+        match (self, kv) {
+            (Runner::Cpu { model, .. }, Kv::Cpu(c)) => model.forward(c, tokens, all),
+            (Runner::Candle { model, .. }, Kv::Candle(c)) => model.forward(c, tokens, all),
+            _ => Err(MlError::Inference(
+                "a sequence of another engine was run".into(),
+            )),
+        }
+    }
+
+    /// One decode step over several sequences; their logits, one row each.
+    fn run_decode(&mut self, kvs: Vec<&mut Kv>, tokens: &[u32]) -> Result<Vec<f32>, MlError> {
+        let wrong = || MlError::Inference("a sequence of another engine was run".into());
+        match self {
+            Runner::Cpu { model, .. } => {
+                let mut caches = kvs
+                    .into_iter()
+                    .map(|k| match k {
+                        Kv::Cpu(c) => Ok(c),
+                        Kv::Candle(_) => Err(wrong()),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                model.forward_decode(&mut caches, tokens)
+            }
+            Runner::Candle { model, .. } => {
+                let mut caches = kvs
+                    .into_iter()
+                    .map(|k| match k {
+                        Kv::Candle(c) => Ok(c),
+                        Kv::Cpu(_) => Err(wrong()),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                model.forward_decode(&mut caches, tokens)
+            }
+            Runner::Reference { .. } => {
+                Err(MlError::Inference("batching needs ragd's engines".into()))
+            }
+        }
+    }
+
+    /// Rows of the logits.
+    fn vocab(&self) -> usize {
+        match self {
+            Runner::Cpu { model, .. } => model.vocab(),
+            Runner::Candle { model, .. } => model.vocab(),
+            Runner::Reference { .. } => 0,
+        }
+    }
+
+    /// The prompt cache (none for the reference).
+    fn prompt_cache(&mut self) -> Option<&mut PromptCache> {
+        match self {
+            Runner::Cpu { cache, .. } | Runner::Candle { cache, .. } => Some(cache),
+            Runner::Reference { .. } => None,
+        }
+    }
 }
 
 /// A loaded model with its tokenizer.
@@ -111,16 +200,30 @@ impl LlmEngine {
                     } => {
                         let model = Box::new(file.load_cpu(options)?);
                         info.context_length = model.config().context;
-                        let current = model.new_cache();
+                        let current = Kv::Cpu(model.new_cache());
                         Runner::Cpu {
                             model,
                             cache: PromptCache::new(prompt_cache_bytes),
                             current,
                         }
                     }
-                    Backend::Candle(device) => Runner::Candle {
-                        weights: file.load_weights(&device)?,
+                    Backend::Candle {
                         device,
+                        kv,
+                        prompt_cache_bytes,
+                    } => {
+                        let model = Box::new(file.load_candle(&device, kv)?);
+                        info.context_length = model.config().context;
+                        let current = Kv::Candle(model.new_cache());
+                        Runner::Candle {
+                            model,
+                            cache: PromptCache::new(prompt_cache_bytes),
+                            current,
+                        }
+                    }
+                    Backend::Reference => Runner::Reference {
+                        weights: file.load_weights(&Device::Cpu)?,
+                        device: Device::Cpu,
                     },
                 };
                 Ok(Self {
@@ -148,11 +251,13 @@ impl LlmEngine {
         Ok(loaded)
     }
 
-    /// `ragd-cpu` (ragd's engine) or `candle`.
+    /// `ragd-cpu` (ragd's CPU engine), `candle` (ragd's engine on candle's device) or
+    /// `candle-reference` (candle-transformers' models).
     pub fn engine_name(&self) -> &'static str {
         match self.runner {
             Runner::Cpu { .. } => "ragd-cpu",
             Runner::Candle { .. } => "candle",
+            Runner::Reference { .. } => "candle-reference",
         }
     }
 
@@ -169,8 +274,8 @@ impl LlmEngine {
     /// Bytes of key/value state the prompt cache holds now.
     pub fn prompt_cache_bytes(&self) -> usize {
         match &self.runner {
-            Runner::Cpu { cache, .. } => cache.bytes(),
-            Runner::Candle { .. } => 0,
+            Runner::Cpu { cache, .. } | Runner::Candle { cache, .. } => cache.bytes(),
+            Runner::Reference { .. } => 0,
         }
     }
 
@@ -180,17 +285,8 @@ impl LlmEngine {
     /// [`LlmEngine::generate`].
     pub fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, MlError> {
         match &mut self.runner {
-            Runner::Cpu { model, current, .. } => {
-                if pos > current.len() {
-                    return Err(MlError::InvalidInput(format!(
-                        "position {pos} is past the {} positions run so far",
-                        current.len()
-                    )));
-                }
-                current.truncate(pos);
-                model.forward(current, tokens, false)
-            }
-            Runner::Candle { weights, device } => {
+            Runner::Cpu { .. } | Runner::Candle { .. } => self.forward_current(tokens, pos, false),
+            Runner::Reference { weights, device } => {
                 let input = Tensor::new(tokens, device)?.unsqueeze(0)?;
                 let logits = weights.forward(&input, pos)?;
                 Ok(logits
@@ -205,19 +301,44 @@ impl LlmEngine {
     /// token of `tokens` (`tokens.len()` rows of the vocabulary size): teacher-forced
     /// comparisons in one batched pass.
     pub fn forward_all(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, MlError> {
-        match &mut self.runner {
-            Runner::Cpu { model, current, .. } => {
-                if pos > current.len() {
-                    return Err(MlError::InvalidInput(format!(
-                        "position {pos} is past the {} positions run so far",
-                        current.len()
-                    )));
-                }
-                current.truncate(pos);
-                model.forward(current, tokens, true)
+        self.forward_current(tokens, pos, true)
+    }
+
+    /// [`LlmEngine::forward`] on ragd's engines (the engine's own sequence).
+    fn forward_current(
+        &mut self,
+        tokens: &[u32],
+        pos: usize,
+        all: bool,
+    ) -> Result<Vec<f32>, MlError> {
+        let current = match &mut self.runner {
+            Runner::Cpu { current, .. } | Runner::Candle { current, .. } => current,
+            Runner::Reference { .. } => {
+                return Err(MlError::InvalidInput(
+                    "candle's models return the last token's logits only".into(),
+                ))
             }
-            Runner::Candle { .. } => Err(MlError::InvalidInput(
-                "candle's models return the last token's logits only".into(),
+        };
+        if pos > current.len() {
+            return Err(MlError::InvalidInput(format!(
+                "position {pos} is past the {} positions run so far",
+                current.len()
+            )));
+        }
+        current.truncate(pos);
+        match &mut self.runner {
+            Runner::Cpu {
+                model,
+                current: Kv::Cpu(c),
+                ..
+            } => model.forward(c, tokens, all),
+            Runner::Candle {
+                model,
+                current: Kv::Candle(c),
+                ..
+            } => model.forward(c, tokens, all),
+            _ => Err(MlError::Inference(
+                "the engine's sequence belongs to another engine".into(),
             )),
         }
     }
@@ -300,15 +421,12 @@ impl LlmEngine {
     /// Whether [`LlmEngine::open`] and the batched steps can run this model (ragd's CPU
     /// engine; candle's models run one request at a time).
     pub(crate) fn batchable(&self) -> bool {
-        matches!(self.runner, Runner::Cpu { .. })
+        !matches!(self.runner, Runner::Reference { .. })
     }
 
     /// Bytes of key/value state per position.
     pub(crate) fn kv_bytes_per_token(&self) -> usize {
-        match &self.runner {
-            Runner::Cpu { model, .. } => model.new_cache().bytes_per_token(),
-            Runner::Candle { .. } => 0,
-        }
+        self.runner.new_kv().map_or(0, |k| k.bytes_per_token())
     }
 
     /// Tokenizes `request` and checks it against the window.
@@ -337,17 +455,12 @@ impl LlmEngine {
     /// Runs the next [`super::cpu::UBATCH`] tokens (at most) of `b`'s prompt, as
     /// [`LlmEngine::generate`] runs them; the logits after the prompt once it has all run.
     pub(crate) fn prefill(&mut self, b: &mut Batched) -> Result<Option<Vec<f32>>, MlError> {
-        let Runner::Cpu { model, .. } = &mut self.runner else {
-            return Err(MlError::Inference(
-                "batching needs ragd's CPU engine".into(),
-            ));
-        };
         let seq = b.seq.as_mut().ok_or_else(|| {
             MlError::Inference("the sequence was lost after a failed step".into())
         })?;
         let end = (b.fed + super::cpu::UBATCH).min(b.prompt.len());
         let chunk = &b.prompt[b.fed..end];
-        match model.forward(&mut seq.cache, chunk, false) {
+        match self.runner.run(&mut seq.cache, chunk, false) {
             Ok(logits) => {
                 seq.tokens.extend_from_slice(chunk);
                 b.fed = end;
@@ -363,11 +476,6 @@ impl LlmEngine {
     /// One decode step: each of `batch`'s pending tokens runs after its sequence, every
     /// weight read once for all. Returns each one's logits, in order.
     pub(crate) fn decode(&mut self, batch: &mut [&mut Batched]) -> Result<Vec<Vec<f32>>, MlError> {
-        let Runner::Cpu { model, .. } = &mut self.runner else {
-            return Err(MlError::Inference(
-                "batching needs ragd's CPU engine".into(),
-            ));
-        };
         let mut tokens = Vec::with_capacity(batch.len());
         let mut caches = Vec::with_capacity(batch.len());
         for b in batch.iter_mut() {
@@ -379,8 +487,8 @@ impl LlmEngine {
             tokens.push(token);
             caches.push(&mut seq.cache);
         }
-        let vocab = model.vocab();
-        match model.forward_decode(&mut caches, &tokens) {
+        let vocab = self.runner.vocab();
+        match self.runner.run_decode(caches, &tokens) {
             Ok(logits) => {
                 for b in batch.iter_mut() {
                     let token = b.pending.take().expect("checked above");
@@ -400,7 +508,7 @@ impl LlmEngine {
 
     /// Returns `b`'s sequence to the prompt cache.
     pub(crate) fn close(&mut self, mut b: Batched) {
-        if let (Runner::Cpu { cache, .. }, Some(seq)) = (&mut self.runner, b.seq.take()) {
+        if let (Some(cache), Some(seq)) = (self.runner.prompt_cache(), b.seq.take()) {
             cache.put(seq);
         }
     }
@@ -546,10 +654,18 @@ struct Run {
 impl Run {
     /// Starts a run of `prompt` with room for `answer` more tokens.
     fn start(runner: &mut Runner, prompt: &[u32], answer: usize) -> Result<Self, MlError> {
-        match runner {
-            Runner::Cpu { model, cache, .. } => {
-                let mut hit = cache.take(prompt, || model.new_cache());
-                hit.sequence.cache.reserve_exact(prompt.len() + answer);
+        match runner.new_kv() {
+            Some(empty) => {
+                let cache = runner
+                    .prompt_cache()
+                    .expect("ragd's engines have a prompt cache");
+                let mut hit = cache.take(prompt, || empty);
+                if !hit.sequence.cache.reserve_exact(prompt.len() + answer) {
+                    return Err(MlError::Inference(format!(
+                        "the device has no room for {} more positions of key/value state",
+                        prompt.len() + answer
+                    )));
+                }
                 tracing::debug!(
                     prompt_tokens = prompt.len(),
                     reused = hit.reused,
@@ -563,7 +679,7 @@ impl Run {
                     seq: Some(hit.sequence),
                 })
             }
-            Runner::Candle { .. } => Ok(Self {
+            None => Ok(Self {
                 seq: None,
                 reused: 0,
             }),
@@ -578,9 +694,17 @@ impl Run {
         pos: usize,
     ) -> Result<Vec<f32>, MlError> {
         match (runner, self.seq.as_mut()) {
-            (Runner::Cpu { model, .. }, Some(seq)) => {
+            (Runner::Reference { weights, device }, _) => {
+                let input = Tensor::new(tokens, device)?.unsqueeze(0)?;
+                let logits = weights.forward(&input, pos)?;
+                Ok(logits
+                    .squeeze(0)?
+                    .to_dtype(candle_core::DType::F32)?
+                    .to_vec1()?)
+            }
+            (runner, Some(seq)) => {
                 debug_assert_eq!(seq.cache.len(), pos);
-                let logits = model.forward(&mut seq.cache, tokens, false);
+                let logits = runner.run(&mut seq.cache, tokens, false);
                 if logits.is_err() {
                     // A failed step leaves the state unknown: never reuse it.
                     self.seq = None;
@@ -589,22 +713,14 @@ impl Run {
                 }
                 logits
             }
-            (Runner::Candle { weights, device }, _) => {
-                let input = Tensor::new(tokens, device)?.unsqueeze(0)?;
-                let logits = weights.forward(&input, pos)?;
-                Ok(logits
-                    .squeeze(0)?
-                    .to_dtype(candle_core::DType::F32)?
-                    .to_vec1()?)
-            }
-            (Runner::Cpu { .. }, None) => Err(MlError::Inference(
+            (_, None) => Err(MlError::Inference(
                 "the sequence was lost after a failed step".into(),
             )),
         }
     }
 
     fn finish(mut self, runner: &mut Runner) {
-        if let (Runner::Cpu { cache, .. }, Some(seq)) = (runner, self.seq.take()) {
+        if let (Some(cache), Some(seq)) = (runner.prompt_cache(), self.seq.take()) {
             cache.put(seq);
         }
     }

@@ -170,6 +170,15 @@ impl GgufFile {
         CpuModel::load(self.arch, &self.content, &mut self.reader, options)
     }
 
+    /// Reads the weights onto `device` for ragd's candle engine.
+    pub(super) fn load_candle(
+        &mut self,
+        device: &Device,
+        kv: super::cpu::KvType,
+    ) -> Result<super::candle::CandleModel, MlError> {
+        super::candle::CandleModel::load(self.arch, &self.content, &mut self.reader, device, kv)
+    }
+
     /// Reads the weights onto `device` for candle's models.
     pub(super) fn load_weights(self, device: &Device) -> Result<Weights, MlError> {
         let GgufFile {

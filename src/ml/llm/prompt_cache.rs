@@ -9,14 +9,14 @@
 //! generation with everything they hold, and the least recently used go first when the
 //! states together exceed the budget.
 
-use super::cpu::KvCache;
+use super::kv::Kv;
 
 /// A sequence's tokens and the cache holding their keys and values.
 pub struct Sequence {
     /// Tokens whose keys and values are in `cache`, in order.
     pub tokens: Vec<u32>,
     /// Their state.
-    pub cache: KvCache,
+    pub cache: Kv,
 }
 
 /// What a look-up found.
@@ -69,7 +69,7 @@ impl PromptCache {
     /// The best starting point for `prompt`: a cached sequence sharing its longest prefix
     /// (at most all but the last prompt token, whose logits are needed), or `empty` when
     /// none shares any.
-    pub fn take(&mut self, prompt: &[u32], empty: impl FnOnce() -> KvCache) -> Hit {
+    pub fn take(&mut self, prompt: &[u32], empty: impl FnOnce() -> Kv) -> Hit {
         let limit = prompt.len().saturating_sub(1);
         let best = self
             .slots
@@ -78,6 +78,15 @@ impl PromptCache {
             .map(|(i, s)| (i, common_prefix(&s.seq.tokens, prompt).min(limit)))
             .filter(|&(_, n)| n > 0)
             .max_by_key(|&(i, n)| (n, self.slots[i].used));
+        // A copy the device cannot make starts empty instead.
+        let copy = best.and_then(|(i, n)| {
+            if n == self.slots[i].seq.tokens.len() {
+                None
+            } else {
+                Some(self.slots[i].seq.cache.prefix(n))
+            }
+        });
+        let best = best.filter(|_| !matches!(copy, Some(None)));
         let Some((i, n)) = best else {
             return Hit {
                 sequence: Sequence {
@@ -100,10 +109,11 @@ impl PromptCache {
         let slot = &mut self.slots[i];
         self.clock += 1;
         slot.used = self.clock;
+        let cache = copy.flatten().expect("a prefix to copy was made above");
         Hit {
             sequence: Sequence {
                 tokens: prompt[..n].to_vec(),
-                cache: slot.seq.cache.prefix(n),
+                cache,
             },
             reused: n,
             copied: true,
@@ -113,8 +123,7 @@ impl PromptCache {
     /// Keeps `seq` as the most recently used sequence and drops the least recently used
     /// ones beyond the budget (a sequence larger than the whole budget is not kept).
     pub fn put(&mut self, mut seq: Sequence) {
-        seq.cache.shrink_to_fit();
-        if seq.tokens.is_empty() || seq.cache.bytes() > self.budget {
+        if !seq.cache.shrink_to_fit() || seq.tokens.is_empty() || seq.cache.bytes() > self.budget {
             return;
         }
         // A sequence that is a prefix of the new one is superseded by it.
@@ -143,7 +152,7 @@ fn common_prefix(a: &[u32], b: &[u32]) -> usize {
 mod tests {
     use super::*;
     use crate::ml::llm::cpu::config::{Config, RopeStyle};
-    use crate::ml::llm::cpu::KvType;
+    use crate::ml::llm::cpu::{KvCache, KvType};
     use crate::ml::llm::Arch;
 
     fn cfg() -> Config {
@@ -169,6 +178,7 @@ mod tests {
         let mut cache = KvCache::new(&cfg(), KvType::F16);
         cache.reserve(tokens.len());
         cache.advance(tokens.len());
+        let cache = Kv::Cpu(cache);
         Sequence {
             tokens: tokens.to_vec(),
             cache,
@@ -179,7 +189,9 @@ mod tests {
     fn a_conversation_continues_in_place() {
         let mut pc = PromptCache::new(1 << 30);
         pc.put(seq(&[1, 2, 3, 4]));
-        let hit = pc.take(&[1, 2, 3, 4, 5, 6], || KvCache::new(&cfg(), KvType::F16));
+        let hit = pc.take(&[1, 2, 3, 4, 5, 6], || {
+            Kv::Cpu(KvCache::new(&cfg(), KvType::F16))
+        });
         assert_eq!((hit.reused, hit.copied), (4, false));
         assert!(pc.is_empty(), "the sequence is taken out while it runs");
     }
@@ -188,7 +200,7 @@ mod tests {
     fn a_shared_prefix_is_copied_and_the_original_stays() {
         let mut pc = PromptCache::new(1 << 30);
         pc.put(seq(&[1, 2, 3, 4]));
-        let hit = pc.take(&[1, 2, 9, 9], || KvCache::new(&cfg(), KvType::F16));
+        let hit = pc.take(&[1, 2, 9, 9], || Kv::Cpu(KvCache::new(&cfg(), KvType::F16)));
         assert_eq!((hit.reused, hit.copied), (2, true));
         assert_eq!(hit.sequence.cache.len(), 2);
         assert_eq!(pc.len(), 1);
@@ -198,7 +210,7 @@ mod tests {
     fn the_last_prompt_token_is_always_run() {
         let mut pc = PromptCache::new(1 << 30);
         pc.put(seq(&[1, 2, 3]));
-        let hit = pc.take(&[1, 2, 3], || KvCache::new(&cfg(), KvType::F16));
+        let hit = pc.take(&[1, 2, 3], || Kv::Cpu(KvCache::new(&cfg(), KvType::F16)));
         assert_eq!(hit.reused, 2);
         assert_eq!(hit.sequence.cache.len(), 2);
     }
@@ -207,7 +219,7 @@ mod tests {
     fn nothing_shared_starts_empty() {
         let mut pc = PromptCache::new(1 << 30);
         pc.put(seq(&[1, 2, 3]));
-        let hit = pc.take(&[7, 8], || KvCache::new(&cfg(), KvType::F16));
+        let hit = pc.take(&[7, 8], || Kv::Cpu(KvCache::new(&cfg(), KvType::F16)));
         assert_eq!(hit.reused, 0);
         assert!(hit.sequence.cache.is_empty());
     }
@@ -219,7 +231,7 @@ mod tests {
         pc.put(seq(&[1; 100]));
         pc.put(seq(&[2; 100]));
         // Touch the first so the second is the oldest.
-        let hit = pc.take(&[1, 1, 5], || KvCache::new(&cfg(), KvType::F16));
+        let hit = pc.take(&[1, 1, 5], || Kv::Cpu(KvCache::new(&cfg(), KvType::F16)));
         assert!(hit.copied);
         pc.put(seq(&[3; 100]));
         assert!(pc.bytes() <= 2 * one);

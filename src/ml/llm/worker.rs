@@ -75,8 +75,11 @@ impl LlmHandle {
     /// Moves `engine` onto a new thread and returns the handle that feeds it.
     pub fn spawn(engine: LlmEngine, opts: LlmWorkerOptions) -> std::io::Result<Self> {
         let (tx, rx) = sync_channel(opts.queue_capacity.max(1));
-        // ragd's CPU engine has its own threads; candle's models use a rayon pool.
-        let threads = opts.threads.filter(|_| engine.engine_name() == "candle");
+        // ragd's CPU engine has its own threads; candle (its CPU ops, when it runs on the
+        // CPU device) uses a rayon pool.
+        let threads = opts
+            .threads
+            .filter(|_| engine.engine_name().starts_with("candle"));
         let pool = match threads {
             Some(n) => Some(
                 rayon::ThreadPoolBuilder::new()
