@@ -49,7 +49,7 @@ pack() {
   local m="$ROOT/models/all-MiniLM-L6-v2"
   cp "$m"/{config.json,tokenizer.json,tokenizer_config.json,special_tokens_map.json,vocab.txt,sentence_bert_config.json,modules.json} "$PACK/minilm/"
   cp "$m/1_Pooling/config.json" "$PACK/minilm/1_Pooling/"
-  python3 -m pip download --quiet --no-deps --only-binary=:all: --dest "$PACK/wheels" "gguf==0.17.1" >&2
+  python3 -m pip download --quiet --no-deps --only-binary=:all: --dest "$PACK/wheels" "gguf==0.19.0" >&2
   cp "$ROOT/../shared/tools/make_random_gguf.py" "$PACK/"
   du -sh "$PACK" >&2
   log "carry target-gpu-check (at most 64 MiB): $(du -sm "$PACK" | cut -f1) MiB"
@@ -67,9 +67,9 @@ wait_ready() {
 run() {
   local cpu=0
   [ "${1:-}" = "--cpu" ] && cpu=1
-  local work bin models embedder llm device extra_lib=""
+  local bin models embedder llm device extra_lib=""
   work="$(mktemp -d)"
-  trap 'kill "${pid:-0}" 2>/dev/null || true; rm -rf "$work"' EXIT
+  trap 'kill "${pid:-0}" 2>/dev/null || true; rm -rf "${work:-/nonexistent}"' EXIT
   if [ "$cpu" = 1 ]; then
     bin="${RAGD_BIN:-$ROOT/target/release/ragd}"
     [ -x "$bin" ] || cargo build --release --quiet --bin ragd
@@ -122,7 +122,7 @@ PY
   local t0 t1 first
   t0=$(date +%s.%N)
   curl -sf "$base/v1/embeddings" -H 'Content-Type: application/json' \
-    -d '{"model":"ragd","input":["the first request after start"]}' >/dev/null
+    -d "{\"model\":\"$(basename "$embedder")\",\"input\":[\"the first request after start\"]}" >/dev/null
   t1=$(date +%s.%N)
   first=$(python3 -c "print($t1 - $t0)")
   local quick=()

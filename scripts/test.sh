@@ -3,7 +3,8 @@
 # target: unit, integration (real server on port 0, real models), benches in test mode,
 # and (without arguments) a short load run of the debug build just made: 50 clients x
 # 10 s of scripts/load_test.sh, which fails on any 5xx, unanswered request, or lost or
-# resurrected document. The layer rules of scripts/check_layers.sh are checked first.
+# resurrected document; then the CUDA build is type-checked (scripts/build_cuda.sh --check).
+# The layer rules of scripts/check_layers.sh are checked first.
 # The remote backends' tests get llama-server and the embedder's GGUF from
 # scripts/llama_server.sh, as $RAGD_TEST_LLAMA_SERVER and $RAGD_TEST_MINILM_GGUF; the
 # comparisons with llama.cpp get theirs from scripts/llama_ref.sh.
@@ -44,6 +45,18 @@ if [ "$#" -eq 0 ]; then
   cargo build --quiet --bin ragd --example load_test &&
     scripts/load_test.sh --debug 50 10 --corpus 20 --timeout 60 || { load=failed; status=1; }
   echo "load test (50 clients x 10 s, debug build): $load"
+fi
+# The CUDA build keeps compiling: `cargo check --features cuda --all-targets` with the
+# toolchain of NVIDIA's PyPI wheels (scripts/build_cuda.sh --check, in its own target
+# directory). RAGD_SKIP_CUDA_CHECK=1 skips it.
+if [ "$#" -eq 0 ] && [ -z "${RAGD_SKIP_CUDA_CHECK:-}" ]; then
+  cuda=passed
+  cuda_log="$(mktemp)"
+  CARGO_TARGET_DIR="${RAGD_CUDA_TARGET_DIR:-$PWD/target-cuda}" scripts/build_cuda.sh --check \
+    >"$cuda_log" 2>&1 || { cuda=failed; status=1; tail -40 "$cuda_log"; }
+  grep 'build_cuda:' "$cuda_log" || true
+  rm -f "$cuda_log"
+  echo "cuda check (cargo check --features cuda --all-targets): $cuda"
 fi
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "total: %d passed, %d failed\n", p, f }' "$log"
