@@ -193,7 +193,11 @@ fn local_loader(cfg: &Config, place: &Placement) -> LlmLoader {
         let mut engine = LlmEngine::load(path, backend)?;
         if !device.is_cpu() {
             let t = std::time::Instant::now();
-            let ids = engine.tokenizer().encode("warm-up of the GPU kernels")?;
+            // Prompts of more than 8 tokens take candle's dequantize-and-multiply kernels,
+            // single tokens its vector kernels: run both once.
+            let ids = engine
+                .tokenizer()
+                .encode(&"warm-up of the GPU kernels, ".repeat(8))?;
             engine.forward(&ids, 0)?;
             engine.forward(&ids[..1], ids.len())?;
             tracing::info!(

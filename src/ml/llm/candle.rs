@@ -285,7 +285,12 @@ impl CandleModel {
         kv.reserve(pos + n)?;
         let positions: Vec<usize> = (pos..pos + n).collect();
         let angles = self.angles(&positions)?;
-        let masks = [self.mask(pos, n, false)?, self.mask(pos, n, true)?];
+        let global = self.mask(pos, n, false)?;
+        let windowed = match self.cfg.family.window {
+            Some(_) => self.mask(pos, n, true)?,
+            None => None,
+        };
+        let masks = [global, windowed];
         let mut x = self.embed_tokens(tokens)?;
         for (l, layer) in self.layers.iter().enumerate() {
             let swa = self.cfg.family.is_swa(l);
@@ -395,6 +400,10 @@ impl CandleModel {
     fn mask(&self, pos: usize, n: usize, swa: bool) -> Result<Option<Tensor>, MlError> {
         let window = if swa { self.cfg.family.window } else { None };
         let total = pos + n;
+        // One new token sees every earlier one unless a window hides the oldest.
+        if n == 1 && window.is_none_or(|w| total <= w) {
+            return Ok(None);
+        }
         let hidden = |qp: usize, kp: usize| kp > qp || window.is_some_and(|w| qp - kp >= w);
         let any = (0..n).any(|i| (0..total).any(|j| hidden(pos + i, j)));
         if !any {
