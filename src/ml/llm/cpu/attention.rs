@@ -254,22 +254,38 @@ impl Ctx {
 }
 
 /// One key block for `R` query rows that see keys `lo..hi` of it (all 16 for rows past
-/// the block): scores, the online softmax update, and the values. The values of each
-/// row are accumulated `U` vectors of 16 dimensions at a time, each its own chain over the
-/// keys, so that fewer rows than four (a decode step's group of query heads) are not bound
-/// by the latency of one chain of fused multiply-adds; `R * U` stays within the
-/// registers. Every sum is taken in the same order whatever `R` and `U` are, so the
-/// results do not depend on how rows are grouped.
+/// the block): scores, the online softmax update, and the values. Each row keeps `U`
+/// independent accumulator chains (dimensions taken `U` at a time), so that fewer rows
+/// than four (a decode step's group of query heads) are not bound by the latency of one
+/// chain of fused multiply-adds; `R * U` stays within the registers.
 #[inline(always)]
 unsafe fn rows<V: F16x, const R: usize, const U: usize>(c: &Ctx, r0: usize, lo: usize, hi: usize) {
-    let mut sc = [V::splat(0.0); R];
     let qs: [*const f32; R] = std::array::from_fn(|i| c.query(r0 + i));
-    for d in 0..c.hd {
+    let mut acc = [[V::splat(0.0); U]; R];
+    let whole = c.hd - c.hd % U;
+    let mut d = 0;
+    while d < whole {
+        for u in 0..U {
+            let kd = V::load(c.kt.add((d + u) * KBLOCK));
+            for i in 0..R {
+                acc[i][u] = V::splat(*qs[i].add(d + u)).fma(kd, acc[i][u]);
+            }
+        }
+        d += U;
+    }
+    for d in whole..c.hd {
         let kd = V::load(c.kt.add(d * KBLOCK));
         for i in 0..R {
-            sc[i] = V::splat(*qs[i].add(d)).fma(kd, sc[i]);
+            acc[i][0] = V::splat(*qs[i].add(d)).fma(kd, acc[i][0]);
         }
     }
+    let sc: [V; R] = std::array::from_fn(|i| {
+        let mut t = acc[i][0];
+        for u in 1..U {
+            t = t.add(acc[i][u]);
+        }
+        t
+    });
     let mut p = [[0f32; KBLOCK]; R];
     let mut corr = [0f32; R];
     for i in 0..R {
