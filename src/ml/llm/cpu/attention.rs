@@ -254,38 +254,17 @@ impl Ctx {
 }
 
 /// One key block for `R` query rows that see keys `lo..hi` of it (all 16 for rows past
-/// the block): scores, the online softmax update, and the values. Each row keeps `U`
-/// independent accumulator chains (dimensions taken `U` at a time), so that fewer rows
-/// than four (a decode step's group of query heads) are not bound by the latency of one
-/// chain of fused multiply-adds; `R * U` stays within the registers.
+/// the block): scores, the online softmax update, and the values.
 #[inline(always)]
-unsafe fn rows<V: F16x, const R: usize, const U: usize>(c: &Ctx, r0: usize, lo: usize, hi: usize) {
+unsafe fn rows<V: F16x, const R: usize>(c: &Ctx, r0: usize, lo: usize, hi: usize) {
+    let mut sc = [V::splat(0.0); R];
     let qs: [*const f32; R] = std::array::from_fn(|i| c.query(r0 + i));
-    let mut acc = [[V::splat(0.0); U]; R];
-    let whole = c.hd - c.hd % U;
-    let mut d = 0;
-    while d < whole {
-        for u in 0..U {
-            let kd = V::load(c.kt.add((d + u) * KBLOCK));
-            for i in 0..R {
-                acc[i][u] = V::splat(*qs[i].add(d + u)).fma(kd, acc[i][u]);
-            }
-        }
-        d += U;
-    }
-    for d in whole..c.hd {
+    for d in 0..c.hd {
         let kd = V::load(c.kt.add(d * KBLOCK));
         for i in 0..R {
-            acc[i][0] = V::splat(*qs[i].add(d)).fma(kd, acc[i][0]);
+            sc[i] = V::splat(*qs[i].add(d)).fma(kd, sc[i]);
         }
     }
-    let sc: [V; R] = std::array::from_fn(|i| {
-        let mut t = acc[i][0];
-        for u in 1..U {
-            t = t.add(acc[i][u]);
-        }
-        t
-    });
     let mut p = [[0f32; KBLOCK]; R];
     let mut corr = [0f32; R];
     for i in 0..R {
@@ -312,32 +291,7 @@ unsafe fn rows<V: F16x, const R: usize, const U: usize>(c: &Ctx, r0: usize, lo: 
         *st = m_new;
         *st.add(1) = (*st.add(1)).mul_add(corr[i], pv.sum());
     }
-    // Values: `U` vectors of 16 dimensions at a time, each its own chain over the keys.
-    let step = 16 * U;
-    let whole = c.hd - c.hd % step;
-    let mut d = 0;
-    while d < whole {
-        let mut a: [[V; U]; R] = std::array::from_fn(|i| {
-            std::array::from_fn(|u| {
-                V::load(c.state(r0 + i).add(2 + d + 16 * u)).mul(V::splat(corr[i]))
-            })
-        });
-        for j in lo..hi {
-            for u in 0..U {
-                let vj = V::load(c.vb.add(j * c.hd + d + 16 * u));
-                for i in 0..R {
-                    a[i][u] = V::splat(p[i][j]).fma(vj, a[i][u]);
-                }
-            }
-        }
-        for i in 0..R {
-            for u in 0..U {
-                a[i][u].store(c.state(r0 + i).add(2 + d + 16 * u));
-            }
-        }
-        d += step;
-    }
-    for d in (whole..c.hd).step_by(16) {
+    for d in (0..c.hd).step_by(16) {
         let mut a: [V; R] =
             std::array::from_fn(|i| V::load(c.state(r0 + i).add(2 + d)).mul(V::splat(corr[i])));
         for j in lo..hi {
@@ -399,25 +353,22 @@ unsafe fn item_generic<V: F16x, const F32: bool>(
         let lo = |t: usize| (item.k0.max(s.first_key(t)).max(base) - base).min(KBLOCK);
         let seen = |t: usize| ((s.pos + t + 1).min(item.k1).saturating_sub(base)).min(KBLOCK);
         if lo(item.t1 - 1) == 0 && seen(item.t0) == KBLOCK {
-            // Every row sees the whole block: four rows at a time share its loads, and
-            // the rest (a decode step's group of heads is often 3 or 7) go together.
+            // Every row sees the whole block: four rows at a time share its loads.
             let mut r = 0;
             while r + 4 <= nrows {
-                rows::<V, 4, 1>(&c, r, 0, KBLOCK);
+                rows::<V, 4>(&c, r, 0, KBLOCK);
                 r += 4;
             }
-            match nrows - r {
-                3 => rows::<V, 3, 1>(&c, r, 0, KBLOCK),
-                2 => rows::<V, 2, 2>(&c, r, 0, KBLOCK),
-                1 => rows::<V, 1, 4>(&c, r, 0, KBLOCK),
-                _ => {}
+            while r < nrows {
+                rows::<V, 1>(&c, r, 0, KBLOCK);
+                r += 1;
             }
         } else {
             for r in 0..nrows {
                 let t = item.t0 + r / group;
                 let (lo, hi) = (lo(t), seen(t));
                 if hi > lo {
-                    rows::<V, 1, 4>(&c, r, lo, hi);
+                    rows::<V, 1>(&c, r, lo, hi);
                 }
             }
         }
