@@ -81,10 +81,11 @@ run() {
     tar -C "$work" -xJf "$PACK/lib.tar.xz"
     extra_lib="$work/lib:${CUDA_LIB:-/usr/local/cuda-13.0/targets/x86_64-linux/lib}"
     models="$work/models"; mkdir -p "$models"
-    python3 -m venv --system-site-packages "$work/venv" >&2
-    "$work/venv/bin/pip" install --quiet --no-index --no-deps "$PACK"/wheels/*.whl >&2
+    # The gguf wheel beside the machine's own Python packages (torch, transformers, numpy),
+    # whatever environment that Python is.
+    python3 -m pip install --quiet --no-index --no-deps --target "$work/pylib" "$PACK"/wheels/*.whl >&2
     log "random-weight models of the real shapes"
-    "$work/venv/bin/python" - "$PACK/minilm" "$models" <<'PY'
+    python3 - "$PACK/minilm" "$models" <<'PY'
 import os, shutil, sys
 from transformers import BertConfig, BertForSequenceClassification, BertModel
 src, out = sys.argv[1], sys.argv[2]
@@ -103,7 +104,7 @@ d = os.path.join(out, "reranker-random")
 BertForSequenceClassification(cfg).save_pretrained(d, safe_serialization=True)
 copy_tokenizer(d)
 PY
-    "$work/venv/bin/python" "$PACK/make_random_gguf.py" --quant q4_0 --out-dir "$models" >&2
+    PYTHONPATH="$work/pylib" python3 "$PACK/make_random_gguf.py" --quant q4_0 --out-dir "$models" >&2
     embedder="minilm-random"; llm="$(ls "$models"/*q4_0*.gguf | head -1)"; device=cuda
   fi
   local port=18931 base

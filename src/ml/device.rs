@@ -138,16 +138,20 @@ pub fn open(choice: DeviceChoice) -> Result<Placement, MlError> {
 /// `auto`: the first GPU backend of this build that opens, else the CPU with the reasons.
 fn auto() -> Placement {
     let mut reasons = Vec::new();
+    let why = |e: MlError| match e {
+        MlError::Load(m) => m,
+        other => other.to_string(),
+    };
     if cfg!(feature = "cuda") {
         match open_cuda(0) {
             Ok(p) => return p,
-            Err(e) => reasons.push(e.to_string()),
+            Err(e) => reasons.push(why(e)),
         }
     }
     if cfg!(feature = "metal") {
         match open_metal() {
             Ok(p) => return p,
-            Err(e) => reasons.push(e.to_string()),
+            Err(e) => reasons.push(why(e)),
         }
     }
     let mut p = Placement::cpu();
@@ -162,8 +166,12 @@ fn auto() -> Placement {
 
 #[cfg(feature = "cuda")]
 fn open_cuda(ordinal: usize) -> Result<Placement, MlError> {
-    let device = Device::new_cuda(ordinal)
-        .map_err(|e| MlError::Load(format!("cannot open CUDA device {ordinal}: {e}")))?;
+    let device = Device::new_cuda(ordinal).map_err(|e| {
+        MlError::Load(format!(
+            "cannot open CUDA device {ordinal}: {}",
+            first_line(&e)
+        ))
+    })?;
     let detail = device
         .as_cuda_device()
         .ok()
@@ -201,7 +209,7 @@ fn open_cuda(ordinal: usize) -> Result<Placement, MlError> {
 #[cfg(feature = "metal")]
 fn open_metal() -> Result<Placement, MlError> {
     let device = Device::new_metal(0)
-        .map_err(|e| MlError::Load(format!("cannot open the Metal device: {e}")))?;
+        .map_err(|e| MlError::Load(format!("cannot open the Metal device: {}", first_line(&e))))?;
     Ok(Placement {
         device,
         name: "metal".into(),
@@ -217,6 +225,17 @@ fn open_metal() -> Result<Placement, MlError> {
          `cargo build --release --features metal` on a Mac, or set device to auto or cpu)"
             .into(),
     ))
+}
+
+/// The first line of a driver error (candle appends a backtrace to some).
+#[cfg(any(feature = "cuda", feature = "metal"))]
+fn first_line(e: &candle_core::Error) -> String {
+    e.to_string()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
 }
 
 /// The CPU in words: the kernel tier ragd's engines picked for it.
