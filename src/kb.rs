@@ -12,6 +12,7 @@ pub mod health;
 pub mod identity;
 pub mod indexes;
 pub mod ingest;
+pub mod metrics;
 pub mod parsing;
 pub mod query;
 pub mod reembed;

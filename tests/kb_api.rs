@@ -463,6 +463,7 @@ async fn health_and_openapi() {
         "/v1/rerank",
         "/v1/messages",
         "/v1/messages/count_tokens",
+        "/metrics",
     ] {
         assert!(spec["paths"].get(path).is_some(), "openapi lacks {path}");
     }

@@ -3,7 +3,7 @@
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{kb, mcp, v1};
+use super::{kb, mcp, metrics, v1};
 
 /// The `/api/v1` OpenAPI document.
 #[derive(OpenApi)]
@@ -38,6 +38,7 @@ use super::{kb, mcp, v1};
         kb::parse::sections,
         kb::parse::sections_stream,
         kb::parse::sections_incremental,
+        metrics::metrics,
         mcp::http::post,
         mcp::http::delete,
         v1::openai::models::list,

@@ -78,6 +78,7 @@ impl PromptCache {
             .map(|(i, s)| (i, common_prefix(&s.seq.tokens, prompt).min(limit)))
             .filter(|&(_, n)| n > 0)
             .max_by_key(|&(i, n)| (n, self.slots[i].used));
+        crate::telemetry::prompt_cache_lookup(best.map_or(0, |(_, n)| n));
         let Some((i, n)) = best else {
             return Hit {
                 sequence: Sequence {
