@@ -3,6 +3,7 @@
 
 pub mod admission;
 pub mod answer;
+pub mod backup;
 pub mod bulk;
 pub mod documents;
 pub mod fetch;

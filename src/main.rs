@@ -7,6 +7,8 @@ use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use ragd::config::{Config, KeyList, Layer, LogFormat};
 
+mod cli;
+
 #[derive(Parser)]
 #[command(
     name = "ragd",
@@ -33,6 +35,40 @@ enum Command {
     /// Serve MCP over stdin/stdout (for clients that start a command, e.g. Claude
     /// Desktop): on the data directory as one user, or forwarding to a running server.
     Mcp(McpArgs),
+    /// Write a consistent backup archive of the knowledge base (sources, chunks and
+    /// vectors, users, conversations, settings, unfinished uploads), from a running
+    /// server or from a data directory no server is using.
+    Backup(BackupArgs),
+    /// Restore a backup archive into a new or empty data directory.
+    Restore(RestoreArgs),
+}
+
+#[derive(Args)]
+struct BackupArgs {
+    /// The archive to write (a new file).
+    dest: PathBuf,
+    /// Back up through a running server (its base URL); needs a server API key in
+    /// RAGD_API_KEY when the server has keys.
+    #[arg(long, conflicts_with_all = ["data_dir", "config"])]
+    server: Option<String>,
+    /// The key sent to --server.
+    #[arg(long, env = "RAGD_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
+    /// Configuration file (default: ./ragd.toml if present; or RAGD_CONFIG).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Data directory to back up (must not be in use: use --server then).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct RestoreArgs {
+    /// The archive written by `ragd backup`.
+    src: PathBuf,
+    /// The data directory to restore into: new or empty.
+    #[arg(long)]
+    data_dir: PathBuf,
 }
 
 #[derive(Args)]
@@ -256,6 +292,16 @@ fn init_tracing(format: LogFormat) {
     }
 }
 
+/// Logs of a command that prints its own output: warnings only, on stderr.
+fn cli_logs() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
 async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
@@ -293,6 +339,28 @@ async fn main() -> anyhow::Result<()> {
         Command::Models(args) => models_command(args).await,
         Command::Reindex(args) => reindex_command(args).await,
         Command::Mcp(args) => mcp_command(args).await,
+        Command::Backup(args) => {
+            cli_logs();
+            let from = match args.server {
+                Some(url) => cli::backup::From::Server {
+                    url,
+                    api_key: args.api_key,
+                },
+                None => cli::backup::From::DataDir(
+                    load_config(&ServeArgs {
+                        config: args.config,
+                        data_dir: args.data_dir,
+                        ..ServeArgs::default()
+                    })?
+                    .data_dir,
+                ),
+            };
+            cli::backup::backup(from, args.dest).await
+        }
+        Command::Restore(args) => {
+            cli_logs();
+            cli::backup::restore(args.src, args.data_dir).await
+        }
     }
 }
 

@@ -464,6 +464,7 @@ async fn health_and_openapi() {
         "/v1/messages",
         "/v1/messages/count_tokens",
         "/metrics",
+        "/api/v1/admin/backup",
     ] {
         assert!(spec["paths"].get(path).is_some(), "openapi lacks {path}");
     }

@@ -33,6 +33,7 @@ use super::{kb, mcp, metrics, v1};
         kb::tasks::get_one,
         kb::tasks::cancel,
         kb::reindex::reindex,
+        kb::backup::backup,
         kb::parse::parse,
         kb::parse::formats,
         kb::parse::sections,
