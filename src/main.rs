@@ -41,6 +41,46 @@ enum Command {
     Backup(BackupArgs),
     /// Restore a backup archive into a new or empty data directory.
     Restore(RestoreArgs),
+    /// Ingest files, folders (recursively), glob patterns and ZIP archives, through a
+    /// running server or on a data directory no server is using; only what changed
+    /// since the last run is sent. Exit status: 0, 2 when some files were refused, 130
+    /// when interrupted (run it again to resume).
+    Ingest(IngestArgs),
+}
+
+#[derive(Args)]
+struct IngestArgs {
+    /// Files, folders, glob patterns (quoted) or .zip archives.
+    #[arg(required = true)]
+    paths: Vec<String>,
+    /// Send to a running server (its base URL); the key from RAGD_API_KEY.
+    #[arg(long, conflicts_with_all = ["data_dir", "config"])]
+    server: Option<String>,
+    /// The key sent to --server.
+    #[arg(long, env = "RAGD_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
+    /// Configuration file (default: ./ragd.toml if present; or RAGD_CONFIG).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Data directory to ingest into (must not be in use: use --server then).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Only files matching this glob (file name or path; repeatable).
+    #[arg(long)]
+    include: Vec<String>,
+    /// Leave out files matching this glob (file name or path; repeatable).
+    #[arg(long)]
+    exclude: Vec<String>,
+    /// The section stored with every file.
+    #[arg(long, default_value = "uploaded")]
+    section: String,
+    /// Where the record of earlier runs is kept (default: one file per knowledge base
+    /// under ~/.local/state/ragd/ingest).
+    #[arg(long)]
+    state_file: Option<PathBuf>,
+    /// Print the summary as JSON (no progress bar).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -357,11 +397,65 @@ async fn main() -> anyhow::Result<()> {
             };
             cli::backup::backup(from, args.dest).await
         }
+        Command::Ingest(args) => ingest_command(args).await,
         Command::Restore(args) => {
             cli_logs();
             cli::backup::restore(args.src, args.data_dir).await
         }
     }
+}
+
+/// `ragd ingest`: opens the target (the server, or the data directory under its lock),
+/// runs the ingest and prints the summary.
+async fn ingest_command(args: IngestArgs) -> anyhow::Result<()> {
+    cli_logs();
+    let (target, target_id) = match &args.server {
+        Some(url) => {
+            let server = cli::client::Server::new(url, args.api_key.as_deref(), None)?;
+            let id = format!("server:{}", server.base);
+            (cli::ingest::Target::Server(server), id)
+        }
+        None => {
+            let mut config = load_config(&ServeArgs {
+                config: args.config.clone(),
+                data_dir: args.data_dir.clone(),
+                ..ServeArgs::default()
+            })?;
+            // Ingesting needs the embedder, not a language model.
+            config.llm_model = "none".into();
+            let lock =
+                ragd::state::data_lock::DataDirLock::acquire(&config.data_dir).map_err(|e| {
+                    anyhow::anyhow!("{e}: ingest through it with `ragd ingest --server URL`")
+                })?;
+            let dir = std::path::absolute(&config.data_dir)?;
+            let state = ragd::AppState::build(config)
+                .await
+                .with_context(|| format!("opening the data directory {}", dir.display()))?;
+            let id = format!("dir:{}", dir.display());
+            (cli::ingest::Target::Local { state, _lock: lock }, id)
+        }
+    };
+    let request = cli::ingest::Request {
+        paths: args.paths,
+        include: args.include,
+        exclude: args.exclude,
+        section: args.section,
+        state_file: args
+            .state_file
+            .unwrap_or_else(|| cli::ingest::default_state_path(&target_id)),
+        target_id,
+        json: args.json,
+    };
+    let json = request.json;
+    let summary = cli::ingest::run(request, target).await?;
+    cli::ingest::print(&summary, json)?;
+    if summary.interrupted {
+        std::process::exit(130);
+    }
+    if !summary.refused.is_empty() {
+        std::process::exit(2);
+    }
+    Ok(())
 }
 
 /// `ragd mcp`: MCP over stdio. Stdout carries only protocol messages; logs go to stderr.
