@@ -81,6 +81,13 @@ struct IngestArgs {
     /// Print the summary as JSON (no progress bar).
     #[arg(long)]
     json: bool,
+    /// After the first run, keep watching PATHs: new and changed files are ingested,
+    /// deleted files' sources deleted (unless --keep-deleted), renames both; until Ctrl-C.
+    #[arg(long)]
+    watch: bool,
+    /// With --watch: keep the sources of deleted files.
+    #[arg(long, requires = "watch")]
+    keep_deleted: bool,
 }
 
 #[derive(Args)]
@@ -445,10 +452,18 @@ async fn ingest_command(args: IngestArgs) -> anyhow::Result<()> {
             .unwrap_or_else(|| cli::ingest::default_state_path(&target_id)),
         target_id,
         json: args.json,
+        delete_missing: args.watch && !args.keep_deleted,
     };
-    let json = request.json;
-    let summary = cli::ingest::run(request, target).await?;
-    cli::ingest::print(&summary, json)?;
+    let stop = cli::ingest::stop_on_ctrl_c();
+    if args.watch {
+        let watched = cli::ingest::watch::watch(&request, &target, &stop).await;
+        target.close().await?;
+        return watched;
+    }
+    let summary = cli::ingest::run(&request, &target, &stop).await;
+    target.close().await?;
+    let summary = summary?;
+    cli::ingest::print(&summary, request.json)?;
     if summary.interrupted {
         std::process::exit(130);
     }

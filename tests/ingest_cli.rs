@@ -350,3 +350,100 @@ async fn on_a_data_directory_without_a_server() {
     assert_eq!(ready["ready"], true, "{ready}");
     s.stop().await;
 }
+
+/// Polls `check` until it holds; returns how long that took (panics past 10 s).
+async fn within(what: &str, mut check: impl AsyncFnMut() -> bool) -> Duration {
+    let t = Instant::now();
+    while !check().await {
+        assert!(t.elapsed() < Duration::from_secs(10), "{what}: never seen");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    t.elapsed()
+}
+
+async fn sources(s: &TestServer) -> Vec<String> {
+    let (_, v) = s.get_json("/api/v1/documents/sources").await;
+    v["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap().to_owned())
+        .collect()
+}
+
+async fn any_chunk_says(s: &TestServer, words: &str) -> bool {
+    let (_, v) = s.get_json("/api/v1/documents?page_size=100").await;
+    v["documents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|d| d["text"].as_str().unwrap().contains(words))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_mode_follows_create_change_rename_and_delete() {
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("watched");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::write(
+        docs.join("first.md"),
+        "# First\n\nThe first file is here.\n",
+    )
+    .unwrap();
+    let s = TestServer::start(&tmp.path().join("data")).await;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ragd"))
+        .args(["ingest", "--watch", "--server", &s.base, "--state-file"])
+        .arg(tmp.path().join("state.json"))
+        .arg(&docs)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    within("the first run", async || sources(&s).await == ["first.md"]).await;
+
+    std::fs::write(
+        docs.join("second.md"),
+        "# Second\n\nA created file about kestrels.\n",
+    )
+    .unwrap();
+    let took = within("a create", async || {
+        sources(&s).await.contains(&"second.md".into())
+    })
+    .await;
+    assert!(took < Duration::from_secs(2), "create seen after {took:?}");
+
+    std::fs::write(
+        docs.join("second.md"),
+        "# Second\n\nA changed file about ospreys.\n",
+    )
+    .unwrap();
+    let took = within("a change", async || any_chunk_says(&s, "ospreys").await).await;
+    assert!(took < Duration::from_secs(2), "change seen after {took:?}");
+    assert!(!any_chunk_says(&s, "kestrels").await);
+
+    std::fs::rename(docs.join("second.md"), docs.join("renamed.md")).unwrap();
+    let took = within("a rename", async || {
+        let now = sources(&s).await;
+        now.contains(&"renamed.md".into()) && !now.contains(&"second.md".into())
+    })
+    .await;
+    assert!(took < Duration::from_secs(2), "rename seen after {took:?}");
+
+    std::fs::remove_file(docs.join("first.md")).unwrap();
+    let took = within("a delete", async || sources(&s).await == ["renamed.md"]).await;
+    assert!(took < Duration::from_secs(2), "delete seen after {took:?}");
+
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let t = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "Ctrl-C did not stop the watch"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("deleted 1"), "{text}");
+    s.stop().await;
+}

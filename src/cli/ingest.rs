@@ -18,6 +18,8 @@ pub use state::default_path as default_state_path;
 use state::{IngestState, Seen};
 use target::Outcome;
 pub use target::Target;
+
+pub mod watch;
 use walk::{Filters, Found};
 
 /// Files per request (as `scripts/bench_ingest.sh` sends them to `/upload/bulk`).
@@ -38,6 +40,8 @@ pub struct Request {
     /// Names the knowledge base in the state file.
     pub target_id: String,
     pub json: bool,
+    /// Delete the sources of recorded files that no longer exist (watch mode).
+    pub delete_missing: bool,
 }
 
 /// The counts of a run.
@@ -47,6 +51,8 @@ pub struct Summary {
     pub updated: usize,
     pub duplicates: usize,
     pub unchanged: usize,
+    /// Sources deleted because their file is gone (watch mode).
+    pub deleted: usize,
     pub refused: Vec<RefusedFile>,
     pub unsupported: usize,
     pub chunks: u64,
@@ -70,24 +76,29 @@ struct Ready {
     seen: Seen,
 }
 
-/// Runs the ingest; Ctrl-C stops it after the requests in flight are answered.
-pub async fn run(req: Request, target: Target) -> anyhow::Result<Summary> {
-    let started = Instant::now();
+/// A flag set by the first Ctrl-C (a second one exits at once).
+pub fn stop_on_ctrl_c() -> Arc<AtomicBool> {
     let stop = Arc::new(AtomicBool::new(false));
-    {
-        let stop = stop.clone();
-        tokio::spawn(async move {
+    let flag = stop.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("\ninterrupted: finishing the requests in flight (Ctrl-C again to quit now)");
+            flag.store(true, Ordering::SeqCst);
             if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!(
-                    "\ninterrupted: finishing the requests in flight (Ctrl-C again to quit now)"
-                );
-                stop.store(true, Ordering::SeqCst);
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    std::process::exit(130);
-                }
+                std::process::exit(130);
             }
-        });
-    }
+        }
+    });
+    stop
+}
+
+/// Runs the ingest once; once `stop` is set, no new request is sent.
+pub async fn run(
+    req: &Request,
+    target: &Target,
+    stop: &Arc<AtomicBool>,
+) -> anyhow::Result<Summary> {
+    let started = Instant::now();
     let filters = Filters::new(&req.include, &req.exclude)?;
     let paths = req.paths.clone();
     let walked = tokio::task::spawn_blocking(move || walk::walk(&paths, &filters)).await?;
@@ -104,6 +115,9 @@ pub async fn run(req: Request, target: Target) -> anyhow::Result<Summary> {
         ..Summary::default()
     };
     let mut saved = IngestState::load(&req.state_file, &req.target_id)?;
+    if req.delete_missing {
+        delete_missing(req, target, &mut saved, &mut summary).await?;
+    }
     let stored = target.sources().await?;
     let (zips, files): (Vec<Found>, Vec<Found>) = walked.files.into_iter().partition(|f| f.is_zip);
 
@@ -120,9 +134,8 @@ pub async fn run(req: Request, target: Target) -> anyhow::Result<Summary> {
     let to_send = plan.ready;
     let bar = progress_bar(to_send.len() as u64, req.json);
     let batches = batches(to_send);
-    let target = Arc::new(target);
     let mut answered = futures::stream::iter(batches.into_iter().map(|batch| {
-        let (target, stop, section) = (target.clone(), stop.clone(), req.section.clone());
+        let section = req.section.clone();
         async move {
             if stop.load(Ordering::SeqCst) {
                 return (batch, None);
@@ -171,15 +184,42 @@ pub async fn run(req: Request, target: Target) -> anyhow::Result<Summary> {
             summary.not_sent += 1;
             continue;
         }
-        ingest_zip(&target, &z, &req.section, &mut summary).await;
+        ingest_zip(target, &z, &req.section, &mut summary).await;
     }
     saved.save(&req.state_file)?;
     summary.interrupted = stop.load(Ordering::SeqCst);
     summary.seconds = started.elapsed().as_secs_f64();
-    if let Ok(t) = Arc::try_unwrap(target) {
-        t.close().await?;
-    }
     Ok(summary)
+}
+
+/// Deletes the sources of recorded files under the ingested paths that are gone (before
+/// anything is sent: a renamed file's content is then new again, not a duplicate).
+async fn delete_missing(
+    req: &Request,
+    target: &Target,
+    saved: &mut IngestState,
+    summary: &mut Summary,
+) -> anyhow::Result<()> {
+    let roots: Vec<PathBuf> = req
+        .paths
+        .iter()
+        .filter_map(|p| std::path::absolute(p).ok())
+        .collect();
+    let gone: Vec<(PathBuf, Seen)> = saved
+        .files
+        .iter()
+        .filter(|(p, _)| roots.iter().any(|r| p.starts_with(r)) && !p.exists())
+        .map(|(p, s)| (p.clone(), s.clone()))
+        .collect();
+    for (path, seen) in gone {
+        if !seen.duplicate {
+            target.delete_source(&seen.name).await?;
+            summary.deleted += 1;
+        }
+        saved.files.remove(&path);
+        saved.save(&req.state_file)?;
+    }
+    Ok(())
 }
 
 fn record(summary: &mut Summary, saved: &mut IngestState, r: Ready, outcome: Outcome) {
@@ -368,6 +408,7 @@ pub fn print(summary: &Summary, json: bool) -> anyhow::Result<()> {
         ("updated in place", summary.updated),
         ("duplicates (content already stored)", summary.duplicates),
         ("unchanged since the last run", summary.unchanged),
+        ("deleted (file gone)", summary.deleted),
         ("refused", summary.refused.len()),
         ("not a supported type (skipped)", summary.unsupported),
     ];
@@ -390,7 +431,7 @@ pub fn print(summary: &Summary, json: bool) -> anyhow::Result<()> {
             "interrupted: {} files were not sent; run the same command again to resume",
             summary.not_sent
         );
-    } else if summary.added + summary.updated == 0 {
+    } else if summary.added + summary.updated + summary.deleted == 0 {
         println!("nothing changed: the knowledge base already holds these files");
     }
     Ok(())

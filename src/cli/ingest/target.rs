@@ -123,6 +123,28 @@ impl Target {
         Ok(names.zip(outcomes(&body)).collect())
     }
 
+    /// Deletes the source `name` (and its chunks); a source already gone is no error.
+    pub async fn delete_source(&self, name: &str) -> anyhow::Result<()> {
+        match self {
+            Target::Server(s) => {
+                let r = s
+                    .http
+                    .post(s.url("/api/v1/documents/delete/by-source"))
+                    .json(&serde_json::json!({ "source": name }))
+                    .send()
+                    .await
+                    .with_context(|| s.unreachable())?;
+                if r.status() != reqwest::StatusCode::NOT_FOUND {
+                    s.check(r).await?;
+                }
+            }
+            Target::Local { state, .. } => {
+                state.kb.delete_source(name.to_owned()).await?;
+            }
+        }
+        Ok(())
+    }
+
     /// Flushes and closes a local knowledge base.
     pub async fn close(self) -> anyhow::Result<()> {
         if let Target::Local { state, .. } = self {
