@@ -46,6 +46,29 @@ enum Command {
     /// since the last run is sent. Exit status: 0, 2 when some files were refused, 130
     /// when interrupted (run it again to resume).
     Ingest(IngestArgs),
+    /// Ask the running server a question: the answer streams, its sources are listed
+    /// below, numbered.
+    Ask(AskArgs),
+    /// Search the running server's knowledge base.
+    Search(AskArgs),
+}
+
+#[derive(Args)]
+struct AskArgs {
+    /// The question (or search query).
+    text: String,
+    /// Base URL of the running server.
+    #[arg(long, default_value = "http://127.0.0.1:8000")]
+    server: String,
+    /// The server's API key, when it requires one.
+    #[arg(long, env = "RAGD_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
+    /// Passages to use (ask) or return (search).
+    #[arg(long, default_value_t = 5)]
+    top_k: u64,
+    /// Print the server's JSON response instead (for scripts).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -405,6 +428,16 @@ async fn main() -> anyhow::Result<()> {
             cli::backup::backup(from, args.dest).await
         }
         Command::Ingest(args) => ingest_command(args).await,
+        Command::Ask(args) => {
+            cli_logs();
+            let server = cli::client::Server::new(&args.server, args.api_key.as_deref(), None)?;
+            cli::ask::ask(&server, &args.text, args.top_k, args.json).await
+        }
+        Command::Search(args) => {
+            cli_logs();
+            let server = cli::client::Server::new(&args.server, args.api_key.as_deref(), None)?;
+            cli::ask::search(&server, &args.text, args.top_k, args.json).await
+        }
         Command::Restore(args) => {
             cli_logs();
             cli::backup::restore(args.src, args.data_dir).await
