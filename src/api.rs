@@ -8,6 +8,7 @@ pub mod error;
 pub mod extract;
 pub mod kb;
 pub mod mcp;
+pub mod metrics;
 pub mod openapi;
 pub mod sse;
 pub mod v1;
@@ -38,9 +39,15 @@ pub fn app(state: AppState) -> Router {
         .merge(mcp::routes(state.clone()))
         .merge(docs::routes())
         .merge(web::routes())
+        .merge(metrics::routes())
+        .route_layer(middleware::from_fn(metrics::tag_route))
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(CatchPanicLayer::custom(error::panic_response))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            metrics::count_requests,
+        ))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
             tracing::info_span!(
                 "http",

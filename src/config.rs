@@ -155,6 +155,9 @@ pub struct Config {
     /// them at once (`RAGD_REEMBED_ON_CHANGE`); otherwise searches are refused until
     /// `ragd reindex` (or `POST /api/v1/reindex`) has run.
     pub reembed_on_change: bool,
+    /// `GET /metrics` asks for the API key like `/api/v1` (`RAGD_METRICS_REQUIRE_KEY`);
+    /// otherwise it is open like `/api/v1/health`.
+    pub metrics_require_key: bool,
 }
 
 /// How ragd talks to a remote LLM server.
@@ -295,6 +298,7 @@ impl Default for Config {
             rerank_remote_model: String::new(),
             remote_timeout_secs: 120,
             reembed_on_change: false,
+            metrics_require_key: false,
         }
     }
 }
@@ -364,7 +368,8 @@ impl Config {
             rerank_api,
             rerank_remote_model,
             remote_timeout_secs,
-            reembed_on_change
+            reembed_on_change,
+            metrics_require_key
         );
         for (slot, v) in [
             (&mut self.llm_api_key, l.llm_api_key),

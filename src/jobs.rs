@@ -292,6 +292,21 @@ impl Jobs {
         })
     }
 
+    /// Tasks per state, every state listed (zeros included).
+    pub async fn count_by_state(&self) -> Result<Vec<(String, u64)>> {
+        let found = self.inner.store.read(repo::count_by_status).await?;
+        Ok(TaskStatus::ALL
+            .iter()
+            .map(|s| {
+                let n = found
+                    .iter()
+                    .find(|(name, _)| name == s.as_str())
+                    .map_or(0, |(_, n)| *n);
+                (s.as_str().to_owned(), n)
+            })
+            .collect())
+    }
+
     /// Cancels a pending or running task; a running one stops within moments and
     /// commits nothing further.
     pub async fn cancel(&self, id: String) -> Result<CancelResult> {

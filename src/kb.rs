@@ -3,6 +3,7 @@
 
 pub mod admission;
 pub mod answer;
+pub mod backup;
 pub mod bulk;
 pub mod documents;
 pub mod fetch;
@@ -12,6 +13,7 @@ pub mod health;
 pub mod identity;
 pub mod indexes;
 pub mod ingest;
+pub mod metrics;
 pub mod parsing;
 pub mod query;
 pub mod reembed;

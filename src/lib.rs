@@ -12,6 +12,7 @@
 //!
 //! Only `store` speaks SQL, only `ml` names candle, only `retrieval` names usearch and
 //! tantivy, only `parse` touches file formats; `state` builds and wires everything.
+//! `telemetry` (the Prometheus metrics) and `time` sit below every layer.
 //! `scripts/check_layers.sh` checks these rules.
 
 pub mod api;
@@ -26,6 +27,7 @@ pub mod parse;
 pub mod retrieval;
 pub mod state;
 pub mod store;
+pub mod telemetry;
 pub mod time;
 
 use std::future::Future;

@@ -7,6 +7,8 @@ use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use ragd::config::{Config, KeyList, Layer, LogFormat};
 
+mod cli;
+
 #[derive(Parser)]
 #[command(
     name = "ragd",
@@ -33,6 +35,110 @@ enum Command {
     /// Serve MCP over stdin/stdout (for clients that start a command, e.g. Claude
     /// Desktop): on the data directory as one user, or forwarding to a running server.
     Mcp(McpArgs),
+    /// Write a consistent backup archive of the knowledge base (sources, chunks and
+    /// vectors, users, conversations, settings, unfinished uploads), from a running
+    /// server or from a data directory no server is using.
+    Backup(BackupArgs),
+    /// Restore a backup archive into a new or empty data directory.
+    Restore(RestoreArgs),
+    /// Ingest files, folders (recursively), glob patterns and ZIP archives, through a
+    /// running server or on a data directory no server is using; only what changed
+    /// since the last run is sent. Exit status: 0, 2 when some files were refused, 130
+    /// when interrupted (run it again to resume).
+    Ingest(IngestArgs),
+    /// Ask the running server a question: the answer streams, its sources are listed
+    /// below, numbered.
+    Ask(AskArgs),
+    /// Search the running server's knowledge base.
+    Search(AskArgs),
+}
+
+#[derive(Args)]
+struct AskArgs {
+    /// The question (or search query).
+    text: String,
+    /// Base URL of the running server.
+    #[arg(long, default_value = "http://127.0.0.1:8000")]
+    server: String,
+    /// The server's API key, when it requires one.
+    #[arg(long, env = "RAGD_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
+    /// Passages to use (ask) or return (search).
+    #[arg(long, default_value_t = 5)]
+    top_k: u64,
+    /// Print the server's JSON response instead (for scripts).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct IngestArgs {
+    /// Files, folders, glob patterns (quoted) or .zip archives.
+    #[arg(required = true)]
+    paths: Vec<String>,
+    /// Send to a running server (its base URL); the key from RAGD_API_KEY.
+    #[arg(long, conflicts_with_all = ["data_dir", "config"])]
+    server: Option<String>,
+    /// The key sent to --server.
+    #[arg(long, env = "RAGD_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
+    /// Configuration file (default: ./ragd.toml if present; or RAGD_CONFIG).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Data directory to ingest into (must not be in use: use --server then).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Only files matching this glob (file name or path; repeatable).
+    #[arg(long)]
+    include: Vec<String>,
+    /// Leave out files matching this glob (file name or path; repeatable).
+    #[arg(long)]
+    exclude: Vec<String>,
+    /// The section stored with every file.
+    #[arg(long, default_value = "uploaded")]
+    section: String,
+    /// Where the record of earlier runs is kept (default: one file per knowledge base
+    /// under ~/.local/state/ragd/ingest).
+    #[arg(long)]
+    state_file: Option<PathBuf>,
+    /// Print the summary as JSON (no progress bar).
+    #[arg(long)]
+    json: bool,
+    /// After the first run, keep watching PATHs: new and changed files are ingested,
+    /// deleted files' sources deleted (unless --keep-deleted), renames both; until Ctrl-C.
+    #[arg(long)]
+    watch: bool,
+    /// With --watch: keep the sources of deleted files.
+    #[arg(long, requires = "watch")]
+    keep_deleted: bool,
+}
+
+#[derive(Args)]
+struct BackupArgs {
+    /// The archive to write (a new file).
+    dest: PathBuf,
+    /// Back up through a running server (its base URL); needs a server API key in
+    /// RAGD_API_KEY when the server has keys.
+    #[arg(long, conflicts_with_all = ["data_dir", "config"])]
+    server: Option<String>,
+    /// The key sent to --server.
+    #[arg(long, env = "RAGD_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
+    /// Configuration file (default: ./ragd.toml if present; or RAGD_CONFIG).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Data directory to back up (must not be in use: use --server then).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct RestoreArgs {
+    /// The archive written by `ragd backup`.
+    src: PathBuf,
+    /// The data directory to restore into: new or empty.
+    #[arg(long)]
+    data_dir: PathBuf,
 }
 
 #[derive(Args)]
@@ -260,6 +366,16 @@ fn init_tracing(format: LogFormat) {
     }
 }
 
+/// Logs of a command that prints its own output: warnings only, on stderr.
+fn cli_logs() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
 async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
@@ -297,7 +413,101 @@ async fn main() -> anyhow::Result<()> {
         Command::Models(args) => models_command(args).await,
         Command::Reindex(args) => reindex_command(args).await,
         Command::Mcp(args) => mcp_command(args).await,
+        Command::Backup(args) => {
+            cli_logs();
+            let from = match args.server {
+                Some(url) => cli::backup::From::Server {
+                    url,
+                    api_key: args.api_key,
+                },
+                None => cli::backup::From::DataDir(
+                    load_config(&ServeArgs {
+                        config: args.config,
+                        data_dir: args.data_dir,
+                        ..ServeArgs::default()
+                    })?
+                    .data_dir,
+                ),
+            };
+            cli::backup::backup(from, args.dest).await
+        }
+        Command::Ingest(args) => ingest_command(args).await,
+        Command::Ask(args) => {
+            cli_logs();
+            let server = cli::client::Server::new(&args.server, args.api_key.as_deref(), None)?;
+            cli::ask::ask(&server, &args.text, args.top_k, args.json).await
+        }
+        Command::Search(args) => {
+            cli_logs();
+            let server = cli::client::Server::new(&args.server, args.api_key.as_deref(), None)?;
+            cli::ask::search(&server, &args.text, args.top_k, args.json).await
+        }
+        Command::Restore(args) => {
+            cli_logs();
+            cli::backup::restore(args.src, args.data_dir).await
+        }
     }
+}
+
+/// `ragd ingest`: opens the target (the server, or the data directory under its lock),
+/// runs the ingest and prints the summary.
+async fn ingest_command(args: IngestArgs) -> anyhow::Result<()> {
+    cli_logs();
+    let (target, target_id) = match &args.server {
+        Some(url) => {
+            let server = cli::client::Server::new(url, args.api_key.as_deref(), None)?;
+            let id = format!("server:{}", server.base);
+            (cli::ingest::Target::Server(server), id)
+        }
+        None => {
+            let mut config = load_config(&ServeArgs {
+                config: args.config.clone(),
+                data_dir: args.data_dir.clone(),
+                ..ServeArgs::default()
+            })?;
+            // Ingesting needs the embedder, not a language model.
+            config.llm_model = "none".into();
+            let lock =
+                ragd::state::data_lock::DataDirLock::acquire(&config.data_dir).map_err(|e| {
+                    anyhow::anyhow!("{e}: ingest through it with `ragd ingest --server URL`")
+                })?;
+            let dir = std::path::absolute(&config.data_dir)?;
+            let state = ragd::AppState::build(config)
+                .await
+                .with_context(|| format!("opening the data directory {}", dir.display()))?;
+            let id = format!("dir:{}", dir.display());
+            (cli::ingest::Target::Local { state, _lock: lock }, id)
+        }
+    };
+    let request = cli::ingest::Request {
+        paths: args.paths,
+        include: args.include,
+        exclude: args.exclude,
+        section: args.section,
+        state_file: args
+            .state_file
+            .unwrap_or_else(|| cli::ingest::default_state_path(&target_id)),
+        target_id,
+        json: args.json,
+        delete_missing: args.watch && !args.keep_deleted,
+    };
+    let stop = cli::ingest::stop_on_ctrl_c();
+    if args.watch {
+        let watched = cli::ingest::watch::watch(&request, &target, &stop).await;
+        target.close().await?;
+        return watched;
+    }
+    let summary = cli::ingest::run(&request, &target, &stop).await;
+    target.close().await?;
+    let summary = summary?;
+    cli::ingest::print(&summary, request.json)?;
+    if summary.interrupted {
+        std::process::exit(130);
+    }
+    if !summary.refused.is_empty() {
+        std::process::exit(2);
+    }
+    Ok(())
 }
 
 /// `ragd mcp`: MCP over stdio. Stdout carries only protocol messages; logs go to stderr.

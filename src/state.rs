@@ -36,6 +36,8 @@ pub struct AppState {
     pub kb: Arc<KnowledgeBase>,
     pub jobs: Jobs,
     pub assistant: Arc<crate::assistant::Assistant>,
+    /// Request counts and latencies, and the rendering of `/metrics`.
+    pub telemetry: Arc<crate::telemetry::Telemetry>,
     flusher: Arc<tokio::task::JoinHandle<()>>,
 }
 
@@ -252,8 +254,17 @@ impl AppState {
             kb,
             jobs,
             assistant,
+            telemetry: Arc::new(crate::telemetry::Telemetry::new()),
             flusher: Arc::new(flusher),
         })
+    }
+
+    /// `/metrics` in the Prometheus text format: the requests counted so far and the
+    /// services' figures now.
+    pub async fn metrics_text(&self) -> crate::error::Result<String> {
+        let mut snap = self.kb.metrics().await?;
+        snap.tasks = self.jobs.count_by_state().await?;
+        Ok(self.telemetry.render(&snap))
     }
 
     /// Stops background upkeep and writes the indexes to disk.

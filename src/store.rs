@@ -2,6 +2,7 @@
 //! blocking thread; writes go through one connection, reads through a small pool.
 
 pub mod actions;
+pub mod backup;
 pub mod chunks;
 pub mod conversations;
 pub mod embedders;

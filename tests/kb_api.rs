@@ -471,6 +471,8 @@ async fn health_and_openapi() {
         "/v1/rerank",
         "/v1/messages",
         "/v1/messages/count_tokens",
+        "/metrics",
+        "/api/v1/admin/backup",
     ] {
         assert!(spec["paths"].get(path).is_some(), "openapi lacks {path}");
     }

@@ -1,5 +1,6 @@
 //! Routes of the knowledge-base API under `/api/v1`.
 
+pub mod backup;
 pub mod documents;
 pub mod form;
 pub mod health;
@@ -74,6 +75,7 @@ pub fn routes(config: &Config) -> Router<AppState> {
         .route("/scrape", post(scrape::scrape))
         .route("/scrape/async", post(scrape::scrape_async))
         .route("/reindex", post(reindex::reindex))
+        .route("/admin/backup", post(backup::backup))
         .route("/tasks", get(tasks::list))
         .route(
             "/tasks/{task_id}",

@@ -3,7 +3,7 @@
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{kb, mcp, v1};
+use super::{kb, mcp, metrics, v1};
 
 /// The `/api/v1` OpenAPI document.
 #[derive(OpenApi)]
@@ -33,11 +33,13 @@ use super::{kb, mcp, v1};
         kb::tasks::get_one,
         kb::tasks::cancel,
         kb::reindex::reindex,
+        kb::backup::backup,
         kb::parse::parse,
         kb::parse::formats,
         kb::parse::sections,
         kb::parse::sections_stream,
         kb::parse::sections_incremental,
+        metrics::metrics,
         mcp::http::post,
         mcp::http::delete,
         v1::openai::models::list,

@@ -73,6 +73,7 @@ pub struct Layer {
     pub rerank_remote_model: Option<String>,
     pub remote_timeout_secs: Option<u64>,
     pub reembed_on_change: Option<bool>,
+    pub metrics_require_key: Option<bool>,
 }
 
 /// API keys as a TOML array or a comma-separated string.
@@ -231,6 +232,12 @@ impl Layer {
                 Some("1" | "true" | "yes" | "on") => Some(true),
                 Some("0" | "false" | "no" | "off") => Some(false),
                 Some(other) => bail!("RAGD_REEMBED_ON_CHANGE={other:?}: expected true or false"),
+            },
+            metrics_require_key: match get("RAGD_METRICS_REQUIRE_KEY").as_deref() {
+                None => None,
+                Some("1" | "true" | "yes" | "on") => Some(true),
+                Some("0" | "false" | "no" | "off") => Some(false),
+                Some(other) => bail!("RAGD_METRICS_REQUIRE_KEY={other:?}: expected true or false"),
             },
         })
     }

@@ -109,6 +109,7 @@ impl Gate {
 
     fn refuse(&self, why: &str, waiting: usize) -> Error {
         tracing::warn!(waiting, what = self.what, why, "refusing a request");
+        crate::telemetry::rejected(self.what);
         Error::Overloaded(format!(
             "too many {} are waiting ({why}); retry shortly",
             self.what

@@ -258,7 +258,8 @@ impl EmbedHandle {
         }
         match priority {
             Priority::Interactive if q.interactive.len() >= shared.opts.queue_capacity => {
-                return Err(MlError::Overloaded)
+                crate::telemetry::rejected("embedder");
+                return Err(MlError::Overloaded);
             }
             Priority::Interactive => q.interactive.push_back(job),
             Priority::Bulk => q.bulk.push_back(job),
@@ -266,6 +267,12 @@ impl EmbedHandle {
         drop(q);
         shared.wake.notify_one();
         Ok(rx)
+    }
+
+    /// Jobs waiting now: (interactive, bulk).
+    pub fn queue_depths(&self) -> (usize, usize) {
+        let q = self.shared().queues.lock();
+        (q.interactive.len(), q.bulk.len())
     }
 
     /// What the worker has done since start-up.

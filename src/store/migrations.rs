@@ -68,6 +68,11 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0005_embedder_identity.sql"),
 ];
 
+/// The schema version the migrations lead to.
+pub fn latest() -> u32 {
+    MIGRATIONS.len() as u32
+}
+
 /// Applies every migration newer than the database's `user_version`, each in its own
 /// transaction.
 pub fn run(conn: &mut Connection) -> Result<()> {

@@ -77,6 +77,15 @@ pub fn list(c: &Connection, status: Option<&str>, limit: u64) -> Result<(Vec<Tas
     Ok((rows.collect::<rusqlite::Result<_>>()?, total as u64))
 }
 
+/// Tasks per status (only the statuses that have any).
+pub fn count_by_status(c: &Connection) -> Result<Vec<(String, u64)>> {
+    let mut st = c.prepare("SELECT status, COUNT(*) FROM tasks GROUP BY status")?;
+    let rows = st.query_map([], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64))
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
 /// Ids of tasks left pending or running (by a previous process), oldest first.
 pub fn unfinished(c: &Connection) -> Result<Vec<TaskRow>> {
     let sql = format!(

@@ -73,6 +73,7 @@ pub struct Finished {
 pub struct Generation {
     rx: mpsc::Receiver<LlmEvent>,
     finished: Finished,
+    started: std::time::Instant,
 }
 
 impl Generation {
@@ -85,6 +86,7 @@ impl Generation {
                 completion_tokens: 0,
                 finish_reason: FinishReason::Length,
             },
+            started: std::time::Instant::now(),
         })
     }
 
@@ -103,6 +105,11 @@ impl Generation {
                     completion_tokens,
                     finish_reason,
                 };
+                crate::telemetry::llm_generation(
+                    prompt_tokens,
+                    completion_tokens,
+                    self.started.elapsed().as_secs_f64(),
+                );
                 Ok(None)
             }
             Some(LlmEvent::Error(e)) => Err(e),

@@ -87,6 +87,7 @@ impl PromptCache {
             }
         });
         let best = best.filter(|_| !matches!(copy, Some(None)));
+        crate::telemetry::prompt_cache_lookup(best.map_or(0, |(_, n)| n));
         let Some((i, n)) = best else {
             return Hit {
                 sequence: Sequence {

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# `ragd ingest` through a running server against `/upload/bulk` on the same files: the
+# peers' 2,000 passages (../shared/tools/passages.py), one .txt file each. Each round
+# starts a fresh server on a new data directory for each side: /upload/bulk gets 50 files
+# per request, one request at a time (as scripts/bench_ingest.sh sends them), then
+# `ragd ingest --server` the folder. Prints passages/s of both and the ratio (target:
+# ingest >= 0.9x bulk).
+# Usage: scripts/bench_cli_ingest.sh [ragd binary (default target/release/ragd)] [rounds]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+BIN="${1:-target/release/ragd}"
+ROUNDS="${2:-2}"
+PORT=$((20000 + RANDOM % 20000))
+work="$(mktemp -d)"
+pid=""
+trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$work"' EXIT
+mkdir -p "$work/files"
+python3 - "$work/files" <<'PY'
+import sys
+sys.path.insert(0, "../shared/tools")
+from passages import make_passages
+for i, p in enumerate(make_passages(2000)):
+    open(f"{sys.argv[1]}/passage-{i:05d}.txt", "w").write(p)
+PY
+n=$(ls "$work/files" | wc -l)
+
+serve() {
+  RAGD_LLM_MODEL=none RUST_LOG=warn "$BIN" serve --port "$PORT" --data-dir "$work/data-$1" >"$work/log-$1" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 600); do curl -sf "http://127.0.0.1:$PORT/api/v1/health" >/dev/null && return; sleep 0.1; done
+  echo "the server did not start" >&2; cat "$work/log-$1" >&2; exit 1
+}
+stop() { kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""; }
+now() { date +%s.%N; }
+
+for round in $(seq 1 "$ROUNDS"); do
+  serve "bulk-$round"
+  files=("$work"/files/*)
+  t0=$(now)
+  for ((i = 0; i < n; i += 50)); do
+    args=()
+    for f in "${files[@]:i:50}"; do args+=(-F "files=@$f"); done
+    curl -sf -o /dev/null "${args[@]}" "http://127.0.0.1:$PORT/api/v1/upload/bulk"
+  done
+  t1=$(now)
+  stop
+  serve "cli-$round"
+  t2=$(now)
+  "$BIN" ingest --server "http://127.0.0.1:$PORT" --state-file "$work/state-$round.json" --json "$work/files" >"$work/cli-$round.json"
+  t3=$(now)
+  stop
+  python3 - "$n" "$t0" "$t1" "$t2" "$t3" "$work/cli-$round.json" "$round" <<'PY'
+import json, sys
+n, t0, t1, t2, t3 = int(sys.argv[1]), *map(float, sys.argv[2:6])
+s = json.load(open(sys.argv[6]))
+assert s["added"] == n, s
+bulk, cli = n / (t1 - t0), n / (t3 - t2)
+print(f"round {sys.argv[7]}: /upload/bulk {bulk:.1f} passages/s, ragd ingest {cli:.1f} passages/s, ratio {cli / bulk:.2f}")
+PY
+done
