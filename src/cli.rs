@@ -5,3 +5,5 @@ pub mod ask;
 pub mod backup;
 pub mod client;
 pub mod ingest;
+pub mod models;
+pub mod user;

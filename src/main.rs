@@ -25,10 +25,10 @@ enum Command {
     /// Serve the knowledge-base and assistant APIs.
     Serve(ServeArgs),
     /// Manage assistant API users (works on the data directory; loads no models).
-    User(UserArgs),
+    User(cli::user::UserArgs),
     /// List the installed models, or prepare models for an offline install (`pull` needs
     /// a connection; the server never does).
-    Models(ModelsArgs),
+    Models(cli::models::ModelsArgs),
     /// Re-embed the stored chunks with the running server's embedder (after a change of
     /// embedder): starts the server's reindex task and follows it until it ends.
     Reindex(ReindexArgs),
@@ -172,84 +172,6 @@ struct ReindexArgs {
     /// The server's API key, when it requires one.
     #[arg(long, env = "RAGD_API_KEY", hide_env_values = true)]
     api_key: Option<String>,
-}
-
-#[derive(Args)]
-struct ModelsArgs {
-    #[command(subcommand)]
-    action: ModelsAction,
-}
-
-#[derive(Subcommand)]
-enum ModelsAction {
-    /// Copy a model from the Hugging Face Hub into the models directory.
-    Pull {
-        /// Repository on the Hub, `owner/name`.
-        repo: String,
-        /// File to fetch (repeatable); default: the files ragd reads (a GGUF repo needs one).
-        #[arg(long = "file")]
-        files: Vec<String>,
-        /// Branch, tag or commit.
-        #[arg(long, default_value = "main")]
-        revision: String,
-        /// Models directory (default: ./models or RAGD_MODELS_DIR).
-        #[arg(long, env = "RAGD_MODELS_DIR", default_value = "models")]
-        models_dir: PathBuf,
-        /// Folder name under the models directory (default: the repo's name).
-        #[arg(long)]
-        name: Option<String>,
-    },
-    /// Every GGUF under the models directory: architecture, parameters, quantization,
-    /// context, size, whether ragd can run it (and why not), and the active `llm_model`.
-    List {
-        /// Configuration file (default: ./ragd.toml if present; or RAGD_CONFIG).
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// Models directory (default: the configuration's).
-        #[arg(long)]
-        models_dir: Option<PathBuf>,
-        /// Data directory (where a model chosen at run time is remembered).
-        #[arg(long)]
-        data_dir: Option<PathBuf>,
-        /// One JSON array instead of a table.
-        #[arg(long)]
-        json: bool,
-    },
-}
-
-#[derive(Args)]
-struct UserArgs {
-    /// Configuration file (default: ./ragd.toml if present; or RAGD_CONFIG).
-    #[arg(long, global = true)]
-    config: Option<PathBuf>,
-    /// Data directory.
-    #[arg(long, global = true)]
-    data_dir: Option<PathBuf>,
-    #[command(subcommand)]
-    action: UserAction,
-}
-
-#[derive(Subcommand)]
-enum UserAction {
-    /// Create a user; prints `<api_key>:<api_secret>` as the last line (shown once).
-    Add {
-        email: String,
-        /// Make the user an administrator.
-        #[arg(long)]
-        admin: bool,
-        /// Password (at least 8 characters); a random one is generated and printed if absent.
-        #[arg(long)]
-        password: Option<String>,
-        /// Display name.
-        #[arg(long)]
-        name: Option<String>,
-    },
-    /// List users.
-    List,
-    /// Remove a user.
-    Remove { email: String },
-    /// Issue a new API key and secret; prints `<api_key>:<api_secret>` as the last line.
-    ResetKey { email: String },
 }
 
 #[derive(Args, Default)]
@@ -409,8 +331,8 @@ async fn main() -> anyhow::Result<()> {
                 .with_context(|| format!("binding {addr}"))?;
             ragd::run(config, listener, shutdown_signal()).await
         }
-        Command::User(args) => user_command(args).await,
-        Command::Models(args) => models_command(args).await,
+        Command::User(args) => cli::user::command(args).await,
+        Command::Models(args) => cli::models::command(args).await,
         Command::Reindex(args) => reindex_command(args).await,
         Command::Mcp(args) => mcp_command(args).await,
         Command::Backup(args) => {
@@ -644,172 +566,4 @@ async fn reindex_command(args: ReindexArgs) -> anyhow::Result<()> {
             _ => tokio::time::sleep(std::time::Duration::from_secs(1)).await,
         }
     }
-}
-
-/// `ragd models pull ...`: fetches on a connected machine; prints each file written.
-async fn models_command(args: ModelsArgs) -> anyhow::Result<()> {
-    let (repo, files, revision, models_dir, name) = match args.action {
-        ModelsAction::Pull {
-            repo,
-            files,
-            revision,
-            models_dir,
-            name,
-        } => (repo, files, revision, models_dir, name),
-        ModelsAction::List {
-            config,
-            models_dir,
-            data_dir,
-            json,
-        } => {
-            let config = load_config(&ServeArgs {
-                config,
-                models_dir,
-                data_dir,
-                ..ServeArgs::default()
-            })?;
-            return models_list(config, json).await;
-        }
-    };
-    init_tracing(LogFormat::Text);
-    let folder = name.unwrap_or_else(|| repo.rsplit('/').next().unwrap_or(&repo).to_owned());
-    let request = ragd::ml::pull::PullRequest {
-        dest: models_dir.join(folder),
-        repo,
-        revision,
-        files,
-        token: std::env::var("HF_TOKEN").ok().filter(|t| !t.is_empty()),
-    };
-    let written =
-        tokio::task::spawn_blocking(move || ragd::ml::pull::pull(&request, true)).await??;
-    for path in written {
-        println!("{}", path.display());
-    }
-    Ok(())
-}
-
-/// `ragd models list`: inspects every GGUF's header (no weights are read).
-async fn models_list(config: Config, json: bool) -> anyhow::Result<()> {
-    // Logs go to stderr: stdout carries only the list.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new("warn"))
-        .with_writer(std::io::stderr)
-        .try_init();
-    let list =
-        tokio::task::spawn_blocking(move || ragd::state::installed_models(&config)).await??;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&list)?);
-        return Ok(());
-    }
-    if list.is_empty() {
-        println!("no GGUF files under the models directory");
-        return Ok(());
-    }
-    println!(
-        "{:<2} {:<44} {:<10} {:>8} {:<8} {:>8} {:>9} {:<4} WHY NOT",
-        "", "FILE", "ARCH", "PARAMS", "QUANT", "CONTEXT", "SIZE", "RUNS"
-    );
-    for m in &list {
-        let line = format!(
-            "{:<2} {:<44} {:<10} {:>8} {:<8} {:>8} {:>9} {:<4} {}",
-            if m.active { "*" } else { "" },
-            m.llm_model,
-            if m.summary.architecture.is_empty() {
-                "?"
-            } else {
-                &m.summary.architecture
-            },
-            human(m.summary.parameters as f64, 1000.0, ""),
-            m.summary.quantization,
-            m.summary
-                .context_length
-                .map(|c| c.to_string())
-                .unwrap_or_else(|| "-".into()),
-            human(m.summary.size_bytes as f64, 1024.0, "B"),
-            if m.summary.runnable { "yes" } else { "no" },
-            m.summary.reason.as_deref().unwrap_or(""),
-        );
-        println!("{}", line.trim_end());
-    }
-    println!("* = the active llm_model");
-    Ok(())
-}
-
-/// `1.2M`, `135M`, `4.1G`: a count in units of `base`.
-fn human(v: f64, base: f64, unit: &str) -> String {
-    let mut v = v;
-    for prefix in ["", "K", "M", "G", "T"] {
-        if v < base {
-            return if prefix.is_empty() || v >= 100.0 {
-                format!("{v:.0}{prefix}{unit}")
-            } else {
-                format!("{v:.1}{prefix}{unit}")
-            };
-        }
-        v /= base;
-    }
-    format!("{v:.0}P{unit}")
-}
-
-/// `ragd user ...`: opens the database (running migrations) and nothing else.
-async fn user_command(args: UserArgs) -> anyhow::Result<()> {
-    use ragd::assistant::users::{NewUser, Users};
-    let config = load_config(&ServeArgs {
-        config: args.config.clone(),
-        data_dir: args.data_dir.clone(),
-        ..ServeArgs::default()
-    })?;
-    // Logs go to stderr: stdout carries only the command's output.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new("warn"))
-        .with_writer(std::io::stderr)
-        .try_init();
-    std::fs::create_dir_all(&config.data_dir)
-        .with_context(|| format!("creating data directory {}", config.data_dir.display()))?;
-    let store = ragd::store::Store::open(&config.data_dir.join("ragd.sqlite"))
-        .context("opening the database")?;
-    let users = Users::new(
-        store,
-        ragd::time::Clock::default(),
-        config.jwt_secret.clone(),
-    );
-    match args.action {
-        UserAction::Add {
-            email,
-            admin,
-            password,
-            name,
-        } => {
-            let generated = password.is_none();
-            let c = users
-                .create(NewUser {
-                    email,
-                    name,
-                    password,
-                    is_admin: admin,
-                })
-                .await?;
-            println!("created user {} (admin: {})", c.user.email, c.user.is_admin);
-            if generated {
-                println!("password: {}", c.password);
-            }
-            println!("{}:{}", c.api_key, c.api_secret);
-        }
-        UserAction::List => {
-            for u in users.list().await? {
-                let role = if u.is_admin { "admin" } else { "user" };
-                println!("{}\t{}\t{}\t{}", u.email, role, u.api_key, u.created_at);
-            }
-        }
-        UserAction::Remove { email } => {
-            users.remove(&email).await?;
-            println!("removed user {email}");
-        }
-        UserAction::ResetKey { email } => {
-            let (key, secret) = users.reset_key(&email).await?;
-            println!("new API key for {email} (the old one no longer works):");
-            println!("{key}:{secret}");
-        }
-    }
-    Ok(())
 }
