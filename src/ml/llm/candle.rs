@@ -400,15 +400,12 @@ impl CandleModel {
     fn mask(&self, pos: usize, n: usize, swa: bool) -> Result<Option<Tensor>, MlError> {
         let window = if swa { self.cfg.family.window } else { None };
         let total = pos + n;
-        // One new token sees every earlier one unless a window hides the oldest.
+        // One new token sees every earlier one unless a window hides the oldest; of
+        // several, each but the last is hidden from the later ones.
         if n == 1 && window.is_none_or(|w| total <= w) {
             return Ok(None);
         }
         let hidden = |qp: usize, kp: usize| kp > qp || window.is_some_and(|w| qp - kp >= w);
-        let any = (0..n).any(|i| (0..total).any(|j| hidden(pos + i, j)));
-        if !any {
-            return Ok(None);
-        }
         let mut m = Vec::with_capacity(n * total);
         for i in 0..n {
             m.extend((0..total).map(|j| {

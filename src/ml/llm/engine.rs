@@ -92,6 +92,18 @@ enum Runner {
     },
 }
 
+/// Each of `kvs` as one engine's state (`pick`), or an error if one is another's.
+fn states<'a, T>(
+    kvs: Vec<&'a mut Kv>,
+    pick: fn(&'a mut Kv) -> Option<&'a mut T>,
+) -> Result<Vec<&'a mut T>, MlError> {
+    kvs.into_iter()
+        .map(|k| {
+            pick(k).ok_or_else(|| MlError::Inference("a sequence of another engine was run".into()))
+        })
+        .collect()
+}
+
 impl Runner {
     /// An empty sequence of this engine (none for the reference).
     fn new_kv(&self) -> Option<Kv> {
@@ -115,27 +127,12 @@ impl Runner {
 
     /// One decode step over several sequences; their logits, one row each.
     fn run_decode(&mut self, kvs: Vec<&mut Kv>, tokens: &[u32]) -> Result<Vec<f32>, MlError> {
-        let wrong = || MlError::Inference("a sequence of another engine was run".into());
         match self {
             Runner::Cpu { model, .. } => {
-                let mut caches = kvs
-                    .into_iter()
-                    .map(|k| match k {
-                        Kv::Cpu(c) => Ok(c),
-                        Kv::Candle(_) => Err(wrong()),
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
-                model.forward_decode(&mut caches, tokens)
+                model.forward_decode(&mut states(kvs, Kv::cpu_mut)?, tokens)
             }
             Runner::Candle { model, .. } => {
-                let mut caches = kvs
-                    .into_iter()
-                    .map(|k| match k {
-                        Kv::Candle(c) => Ok(c),
-                        Kv::Cpu(_) => Err(wrong()),
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
-                model.forward_decode(&mut caches, tokens)
+                model.forward_decode(&mut states(kvs, Kv::candle_mut)?, tokens)
             }
             Runner::Reference { .. } => {
                 Err(MlError::Inference("batching needs ragd's engines".into()))

@@ -14,6 +14,22 @@ pub enum Kv {
 }
 
 impl Kv {
+    /// The CPU engine's state, if it is one.
+    pub fn cpu_mut(&mut self) -> Option<&mut KvCache> {
+        match self {
+            Kv::Cpu(c) => Some(c),
+            Kv::Candle(_) => None,
+        }
+    }
+
+    /// The candle engine's state, if it is one.
+    pub fn candle_mut(&mut self) -> Option<&mut CandleKv> {
+        match self {
+            Kv::Candle(c) => Some(c),
+            Kv::Cpu(_) => None,
+        }
+    }
+
     /// Positions stored.
     pub fn len(&self) -> usize {
         match self {
