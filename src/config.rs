@@ -158,6 +158,13 @@ pub struct Config {
     /// `GET /metrics` asks for the API key like `/api/v1` (`RAGD_METRICS_REQUIRE_KEY`);
     /// otherwise it is open like `/api/v1/health`.
     pub metrics_require_key: bool,
+    /// Folders the server keeps in sync with the knowledge base (`RAGD_WATCH_DIRS`,
+    /// comma-separated): new and changed files are ingested, renames followed, and what
+    /// changed while the server was down is caught up at start.
+    pub watch_dirs: Vec<PathBuf>,
+    /// Keep the sources of files deleted from `watch_dirs` (`RAGD_WATCH_KEEP_DELETED`);
+    /// by default they are deleted too.
+    pub watch_keep_deleted: bool,
 }
 
 /// How ragd talks to a remote LLM server.
@@ -299,6 +306,8 @@ impl Default for Config {
             remote_timeout_secs: 120,
             reembed_on_change: false,
             metrics_require_key: false,
+            watch_dirs: Vec::new(),
+            watch_keep_deleted: false,
         }
     }
 }
@@ -369,8 +378,12 @@ impl Config {
             rerank_remote_model,
             remote_timeout_secs,
             reembed_on_change,
-            metrics_require_key
+            metrics_require_key,
+            watch_keep_deleted
         );
+        if let Some(dirs) = l.watch_dirs {
+            self.watch_dirs = dirs.into_vec().into_iter().map(PathBuf::from).collect();
+        }
         for (slot, v) in [
             (&mut self.llm_api_key, l.llm_api_key),
             (&mut self.embed_api_key, l.embed_api_key),
@@ -610,6 +623,30 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("not a device"), "{err}");
+    }
+
+    #[test]
+    fn watch_dirs_come_from_a_list_in_the_file_or_commas_in_the_environment() {
+        let file: Layer =
+            toml::from_str("watch_dirs = [\"/srv/a\", \"docs\"]\nwatch_keep_deleted = true")
+                .unwrap();
+        let c = Config::resolve([file]).unwrap();
+        assert_eq!(
+            c.watch_dirs,
+            [PathBuf::from("/srv/a"), PathBuf::from("docs")]
+        );
+        assert!(c.watch_keep_deleted);
+        let env = Layer::from_env(&HashMap::from([(
+            "RAGD_WATCH_DIRS".into(),
+            "/x, /y ,".into(),
+        )]))
+        .unwrap();
+        let c = Config::resolve([env]).unwrap();
+        assert_eq!(c.watch_dirs, [PathBuf::from("/x"), PathBuf::from("/y")]);
+        assert!(!c.watch_keep_deleted);
+        let bad = HashMap::from([("RAGD_WATCH_KEEP_DELETED".into(), "maybe".into())]);
+        let err = Layer::from_env(&bad).unwrap_err().to_string();
+        assert!(err.contains("RAGD_WATCH_KEEP_DELETED"), "{err}");
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod reembed;
 pub mod scrape;
 pub mod search;
 pub mod sources;
+pub mod sync;
 pub mod timings;
 pub mod types;
 mod writer;

@@ -44,12 +44,29 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let state = config.into().build().await?;
+    let folders = kb::sync::watch::Folders::start(
+        state.kb.clone(),
+        &state.config.watch_dirs,
+        &state.config.data_dir,
+        state.config.watch_keep_deleted,
+    );
+    let folders = match folders {
+        Ok(f) => f,
+        Err(e) => {
+            state.shutdown().await?;
+            return Err(e);
+        }
+    };
     let app = api::app(state.clone());
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "ragd listening");
-    axum::serve(listener, app)
+    let served = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
-        .await?;
+        .await;
+    if let Some(f) = folders {
+        f.stop().await;
+    }
+    served?;
     tracing::info!("shutting down: flushing indexes");
     state.shutdown().await?;
     Ok(())

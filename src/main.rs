@@ -375,11 +375,11 @@ async fn main() -> anyhow::Result<()> {
 /// runs the ingest and prints the summary.
 async fn ingest_command(args: IngestArgs) -> anyhow::Result<()> {
     cli_logs();
-    let (target, target_id) = match &args.server {
+    let (target, target_id, ignore) = match &args.server {
         Some(url) => {
             let server = cli::client::Server::new(url, args.api_key.as_deref(), None)?;
             let id = format!("server:{}", server.base);
-            (cli::ingest::Target::Server(server), id)
+            (cli::ingest::Target::Server(server), id, Vec::new())
         }
         None => {
             let mut config = load_config(&ServeArgs {
@@ -398,10 +398,18 @@ async fn ingest_command(args: IngestArgs) -> anyhow::Result<()> {
                 .await
                 .with_context(|| format!("opening the data directory {}", dir.display()))?;
             let id = format!("dir:{}", dir.display());
-            (cli::ingest::Target::Local { state, _lock: lock }, id)
+            // The data directory's own files are never ingested from it.
+            (
+                cli::ingest::Target::Local {
+                    state: Box::new(state),
+                    _lock: lock,
+                },
+                id,
+                vec![dir],
+            )
         }
     };
-    let request = cli::ingest::Request {
+    let request = ragd::kb::sync::Request {
         paths: args.paths,
         include: args.include,
         exclude: args.exclude,
@@ -410,19 +418,19 @@ async fn ingest_command(args: IngestArgs) -> anyhow::Result<()> {
             .state_file
             .unwrap_or_else(|| cli::ingest::default_state_path(&target_id)),
         target_id,
-        json: args.json,
         delete_missing: args.watch && !args.keep_deleted,
+        ignore,
     };
     let stop = cli::ingest::stop_on_ctrl_c();
     if args.watch {
-        let watched = cli::ingest::watch::watch(&request, &target, &stop).await;
+        let watched = cli::ingest::watch(&request, &target, args.json, &stop).await;
         target.close().await?;
         return watched;
     }
-    let summary = cli::ingest::run(&request, &target, &stop).await;
+    let summary = cli::ingest::run(&request, &target, args.json, &stop).await;
     target.close().await?;
     let summary = summary?;
-    cli::ingest::print(&summary, request.json)?;
+    cli::ingest::print(&summary, args.json)?;
     if summary.interrupted {
         std::process::exit(130);
     }

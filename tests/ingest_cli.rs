@@ -447,3 +447,81 @@ async fn watch_mode_follows_create_change_rename_and_delete() {
     assert!(text.contains("deleted 1"), "{text}");
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_file_and_a_pipe_are_refused_with_the_reason() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::write(docs.join("readable.md"), "# Readable\n\nWrens nest here.\n").unwrap();
+    std::fs::write(
+        docs.join("locked.md"),
+        "# Locked\n\nNobody may read this.\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        docs.join("locked.md"),
+        std::fs::Permissions::from_mode(0o000),
+    )
+    .unwrap();
+    // A FIFO of a document's name: reading it would block for ever.
+    let fifo = std::ffi::CString::new(docs.join("pipe.md").display().to_string()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    let state_dir = tmp.path().join("state");
+    std::fs::create_dir_all(&state_dir).unwrap();
+    for d in [tmp.path(), &docs, &state_dir] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let s = TestServer::start(&tmp.path().join("data")).await;
+    // Permissions do not stop root: as root, the ingest runs as `nobody`.
+    let mut cmd = if unsafe { libc::geteuid() } == 0 {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_ragd"));
+        c
+    } else {
+        Command::new(env!("CARGO_BIN_EXE_ragd"))
+    };
+    let mut child = cmd
+        .args(["ingest", "--json", "--server", &s.base, "--state-file"])
+        .arg(state_dir.join("state.json"))
+        .arg(&docs)
+        .env("HOME", &state_dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(t.elapsed() < Duration::from_secs(60), "the ingest hung");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: Value = serde_json::from_str(&text)
+        .unwrap_or_else(|_| panic!("{text}\n{}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(out.status.code(), Some(2), "{v}");
+    assert_eq!(n(&v, "added"), 1, "{v}");
+    let reasons: Vec<String> = v["refused"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| format!("{}: {}", r["path"], r["reason"]))
+        .collect();
+    assert_eq!(reasons.len(), 2, "{reasons:#?}");
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("locked.md") && r.contains("permission denied")),
+        "{reasons:#?}"
+    );
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("pipe.md") && r.contains("not a regular file")),
+        "{reasons:#?}"
+    );
+    assert_eq!(source_count(&s).await, 1);
+    s.stop().await;
+}

@@ -74,6 +74,8 @@ pub struct Layer {
     pub remote_timeout_secs: Option<u64>,
     pub reembed_on_change: Option<bool>,
     pub metrics_require_key: Option<bool>,
+    pub watch_dirs: Option<KeyList>,
+    pub watch_keep_deleted: Option<bool>,
 }
 
 /// API keys as a TOML array or a comma-separated string.
@@ -238,6 +240,13 @@ impl Layer {
                 Some("1" | "true" | "yes" | "on") => Some(true),
                 Some("0" | "false" | "no" | "off") => Some(false),
                 Some(other) => bail!("RAGD_METRICS_REQUIRE_KEY={other:?}: expected true or false"),
+            },
+            watch_dirs: get("RAGD_WATCH_DIRS").map(KeyList::Csv),
+            watch_keep_deleted: match get("RAGD_WATCH_KEEP_DELETED").as_deref() {
+                None => None,
+                Some("1" | "true" | "yes" | "on") => Some(true),
+                Some("0" | "false" | "no" | "off") => Some(false),
+                Some(other) => bail!("RAGD_WATCH_KEEP_DELETED={other:?}: expected true or false"),
             },
         })
     }

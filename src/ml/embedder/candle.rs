@@ -59,7 +59,7 @@ impl CandleBert {
         let dtype = vb.dtype();
         let f32vb = vb.to_dtype(DType::F32);
         let h = c.hidden_size;
-        if c.num_attention_heads == 0 || h % c.num_attention_heads != 0 {
+        if c.num_attention_heads == 0 || !h.is_multiple_of(c.num_attention_heads) {
             return Err(MlError::Load(format!(
                 "hidden size {h} is not a multiple of {} heads",
                 c.num_attention_heads

@@ -1,4 +1,4 @@
-//! What `ragd ingest PATH...` means on disk: files, folders (recursively), glob
+//! What a sync of `PATH...` means on disk: files, folders (recursively), glob
 //! patterns and ZIP archives, filtered by `--include` / `--exclude`; every path that
 //! cannot be ingested becomes a refusal with its reason, never a silent skip or a crash.
 
@@ -191,8 +191,16 @@ fn file(path: &Path, filters: &Filters, w: &mut Walk) {
     };
     let lower = name.to_ascii_lowercase();
     let is_zip = lower.ends_with(".zip");
-    if !is_zip && ragd::parse::Format::for_filename(&name).is_err() {
+    if !is_zip && crate::parse::Format::for_filename(&name).is_err() {
         w.unsupported += 1;
+        return;
+    }
+    // A FIFO, socket or device of a document's name: reading it would block or never end.
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        w.refused.push(Refused {
+            path: path.to_owned(),
+            reason: "not a regular file (a pipe, socket or device)".into(),
+        });
         return;
     }
     w.files.push(Found {

@@ -1,4 +1,4 @@
-//! What earlier runs of `ragd ingest` sent to one knowledge base: per file its size,
+//! What earlier syncs sent to one knowledge base: per file its size,
 //! modification time and SHA-256, saved after every batch the knowledge base answered.
 //! A file whose size and time (or, failing those, content) are unchanged, and whose
 //! source the knowledge base still has, is not sent again; an interrupted or killed run
@@ -73,15 +73,19 @@ impl IngestState {
 
     /// Saves atomically (a temporary file renamed over the old one).
     pub fn save(&self, path: &Path) -> anyhow::Result<()> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        }
-        let tmp = path.with_extension("json.part");
-        std::fs::write(&tmp, serde_json::to_vec(self)?)
-            .with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
-        Ok(())
+        write_atomically(path, &serde_json::to_vec(self)?)
     }
+}
+
+/// Writes `bytes` to `path` atomically (a temporary file renamed over the old one).
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let tmp = path.with_extension("json.part");
+    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
 }
 
 /// Where the state of `target` is kept by default: under `$XDG_STATE_HOME/ragd/ingest`

@@ -1,0 +1,164 @@
+//! The server's `watch_dirs`: a watched folder is caught up at start, then a create, a
+//! change, a rename and a delete each reach the knowledge base within 2 s; what changed
+//! while the server was down is caught up at the next start; the data directory inside
+//! a watched folder is never ingested; a watched folder that does not exist stops
+//! start-up with its name.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{test_config, TestServer};
+
+/// Polls `check` until it holds; returns how long that took (panics past 10 s).
+async fn within(what: &str, mut check: impl AsyncFnMut() -> bool) -> Duration {
+    let t = Instant::now();
+    while !check().await {
+        assert!(t.elapsed() < Duration::from_secs(10), "{what}: never seen");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    t.elapsed()
+}
+
+async fn sources(s: &TestServer) -> Vec<String> {
+    let (_, v) = s.get_json("/api/v1/documents/sources").await;
+    let mut names: Vec<String> = v["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+async fn any_chunk_says(s: &TestServer, words: &str) -> bool {
+    let (_, v) = s.get_json("/api/v1/documents?page_size=100").await;
+    v["documents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|d| d["text"].as_str().unwrap().contains(words))
+}
+
+async fn start(watched: &Path, data: &Path, keep_deleted: bool) -> TestServer {
+    TestServer::start_with(ragd::Config {
+        watch_dirs: vec![watched.to_owned()],
+        watch_keep_deleted: keep_deleted,
+        ..test_config(data)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watched_folder_follows_every_change_and_catches_up_after_a_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("watched");
+    std::fs::create_dir_all(docs.join("sub")).unwrap();
+    std::fs::write(
+        docs.join("first.md"),
+        "# First\n\nThe first file is here.\n",
+    )
+    .unwrap();
+    std::fs::write(docs.join("sub/nested.txt"), "A nested note about herons.").unwrap();
+    // The data directory inside the watched folder: its files are never ingested.
+    let data = docs.join(".ragd-data");
+    let s = start(&docs, &data, false).await;
+    within("the catch-up at start", async || {
+        sources(&s).await == ["first.md", "nested.txt"]
+    })
+    .await;
+
+    std::fs::write(
+        docs.join("second.md"),
+        "# Second\n\nA created file about kestrels.\n",
+    )
+    .unwrap();
+    let took = within("a create", async || {
+        sources(&s).await.contains(&"second.md".into())
+    })
+    .await;
+    assert!(took < Duration::from_secs(2), "create seen after {took:?}");
+
+    std::fs::write(
+        docs.join("second.md"),
+        "# Second\n\nA changed file about ospreys.\n",
+    )
+    .unwrap();
+    let took = within("a change", async || any_chunk_says(&s, "ospreys").await).await;
+    assert!(took < Duration::from_secs(2), "change seen after {took:?}");
+    assert!(!any_chunk_says(&s, "kestrels").await);
+
+    std::fs::rename(docs.join("second.md"), docs.join("renamed.md")).unwrap();
+    let took = within("a rename", async || {
+        let now = sources(&s).await;
+        now.contains(&"renamed.md".into()) && !now.contains(&"second.md".into())
+    })
+    .await;
+    assert!(took < Duration::from_secs(2), "rename seen after {took:?}");
+    assert!(any_chunk_says(&s, "ospreys").await);
+
+    std::fs::remove_file(docs.join("first.md")).unwrap();
+    let took = within("a delete", async || {
+        sources(&s).await == ["nested.txt", "renamed.md"]
+    })
+    .await;
+    assert!(took < Duration::from_secs(2), "delete seen after {took:?}");
+    // Nothing from the data directory (its SQLite file, indexes, state) went in, though
+    // the server wrote there all along.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(sources(&s).await, ["nested.txt", "renamed.md"]);
+    s.stop().await;
+
+    // While the server is down: a new file, a changed one and a deleted one.
+    std::fs::write(
+        docs.join("offline.md"),
+        "# Offline\n\nWritten while nothing watched: plovers.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        docs.join("sub/nested.txt"),
+        "A nested note about egrets now.",
+    )
+    .unwrap();
+    std::fs::remove_file(docs.join("renamed.md")).unwrap();
+    let s = start(&docs, &data, false).await;
+    within("the catch-up after a restart", async || {
+        sources(&s).await == ["nested.txt", "offline.md"] && any_chunk_says(&s, "egrets").await
+    })
+    .await;
+    assert!(any_chunk_says(&s, "plovers").await);
+    assert!(!any_chunk_says(&s, "herons").await);
+    s.stop().await;
+
+    // With watch_keep_deleted, a deleted file's source stays.
+    let s = start(&docs, &data, true).await;
+    std::fs::remove_file(docs.join("offline.md")).unwrap();
+    std::fs::write(docs.join("later.md"), "# Later\n\nAfter the delete.\n").unwrap();
+    within("a create after a delete", async || {
+        sources(&s).await.contains(&"later.md".into())
+    })
+    .await;
+    assert!(sources(&s).await.contains(&"offline.md".into()));
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watched_folder_that_does_not_exist_stops_start_up_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("no-such-folder");
+    let config = ragd::Config {
+        watch_dirs: vec![missing.clone()],
+        ..test_config(&tmp.path().join("data"))
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let err = ragd::run(config, listener, std::future::pending())
+        .await
+        .expect_err("started without its watched folder");
+    let text = format!("{err:#}");
+    assert!(
+        text.contains("watch_dirs") && text.contains("no-such-folder"),
+        "{text}"
+    );
+}
