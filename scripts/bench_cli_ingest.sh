@@ -3,8 +3,10 @@
 # peers' 2,000 passages (../shared/tools/passages.py), one .txt file each. Each round
 # starts a fresh server on a new data directory for each side: /upload/bulk gets 50 files
 # per request, one request at a time (as scripts/bench_ingest.sh sends them), then
-# `ragd ingest --server` the folder. Prints passages/s of both and the ratio (target:
-# ingest >= 0.9x bulk).
+# `ragd ingest --server` the folder twice more, each on its own fresh server: with
+# `--json` (no progress bar) and on a pseudo-terminal (`script`), where the progress bar
+# is drawn. Prints passages/s of each, the ratio to bulk (target: ingest >= 0.9x bulk)
+# and the bar's cost (drawn / not drawn).
 # Usage: scripts/bench_cli_ingest.sh [ragd binary (default target/release/ragd)] [rounds]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -49,12 +51,22 @@ for round in $(seq 1 "$ROUNDS"); do
   "$BIN" ingest --server "http://127.0.0.1:$PORT" --state-file "$work/state-$round.json" --json "$work/files" >"$work/cli-$round.json"
   t3=$(now)
   stop
-  python3 - "$n" "$t0" "$t1" "$t2" "$t3" "$work/cli-$round.json" "$round" <<'PY'
+  serve "bar-$round"
+  t4=$(now)
+  # On a pseudo-terminal the bar is drawn (its output is kept to check it was).
+  script -qefc "'$BIN' ingest --server http://127.0.0.1:$PORT --state-file '$work/state-bar-$round.json' '$work/files'" "$work/bar-$round.txt" >/dev/null
+  t5=$(now)
+  stop
+  python3 - "$n" "$t0" "$t1" "$t2" "$t3" "$t4" "$t5" "$work/cli-$round.json" "$round" "$work/bar-$round.txt" <<'PY'
 import json, sys
-n, t0, t1, t2, t3 = int(sys.argv[1]), *map(float, sys.argv[2:6])
-s = json.load(open(sys.argv[6]))
+n, t0, t1, t2, t3, t4, t5 = int(sys.argv[1]), *map(float, sys.argv[2:8])
+s = json.load(open(sys.argv[8]))
 assert s["added"] == n, s
-bulk, cli = n / (t1 - t0), n / (t3 - t2)
-print(f"round {sys.argv[7]}: /upload/bulk {bulk:.1f} passages/s, ragd ingest {cli:.1f} passages/s, ratio {cli / bulk:.2f}")
+drawn = open(sys.argv[10], errors="replace").read()
+assert "files" in drawn and f"{n}" in drawn, "the progress bar was not drawn"
+bulk, cli, bar = n / (t1 - t0), n / (t3 - t2), n / (t5 - t4)
+print(f"round {sys.argv[9]}: /upload/bulk {bulk:.1f} passages/s, ragd ingest {cli:.1f} passages/s "
+      f"(ratio {cli / bulk:.2f}), with the bar drawn {bar:.1f} passages/s (ratio {bar / bulk:.2f}; "
+      f"bar/no bar {bar / cli:.2f})")
 PY
 done

@@ -86,3 +86,43 @@ fn every_chunk_fits_and_no_text_is_lost() {
         .iter()
         .any(|c| c.heading == "Heading level 6 with quite a few words in it"));
 }
+
+#[test]
+fn a_csv_reaches_the_chunks_as_one_sentence_per_row_with_its_columns() {
+    let model = BertEmbedder::load(
+        &common::models_dir().join("all-MiniLM-L6-v2"),
+        device::best_device(),
+        8,
+    )
+    .expect("run scripts/setup.sh");
+    let mut csv = String::from("office,city,country,staff,manager,since\n");
+    csv.push_str("South,Lisbon,Portugal,130,Marta Sousa,2015\n");
+    for i in 0..200 {
+        csv.push_str(&format!(
+            "Branch {i},Town {i},Country {i},{},Manager {i},{}\n",
+            10 + i,
+            1990 + i % 30
+        ));
+    }
+    let doc = parse(
+        Format::named("csv"),
+        csv.as_bytes(),
+        &ParseOptions::default(),
+    )
+    .unwrap();
+    let chunks = for_retrieval(&doc, &model.token_counter(), model.max_tokens());
+    assert!(chunks.len() > 1, "{} chunks", chunks.len());
+    assert!(chunks[0].text.contains(
+        "office: South; city: Lisbon; country: Portugal; staff: 130; manager: Marta Sousa; since: 2015."
+    ));
+    // Every row, in every chunk, names its columns; no row is cut between chunks.
+    let rows: Vec<&str> = chunks
+        .iter()
+        .flat_map(|c| c.text.lines())
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(rows.len(), 201, "{rows:#?}");
+    assert!(rows
+        .iter()
+        .all(|r| r.starts_with("office: ") && r.contains("; manager: ") && r.ends_with('.')));
+}

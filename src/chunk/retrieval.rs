@@ -4,7 +4,7 @@
 //! model's token window (special tokens included), so the vector covers all of it.
 
 use crate::ml::TokenCounter;
-use crate::parse::{Block, BlockKind, ParsedDocument};
+use crate::parse::{Block, BlockKind, ParsedDocument, Table};
 
 /// One chunk ready to embed and store.
 #[derive(Debug, Clone, PartialEq)]
@@ -148,13 +148,23 @@ impl<'a> Chunker<'a> {
         if let Some(all) = &mut self.so_far {
             all.push((text.to_owned(), block.page));
         }
-        if let BlockKind::Heading(level) = block.kind {
-            self.section.flush(&self.b, out);
-            self.headings.retain(|(l, _)| *l < level);
-            self.headings.push((level, text.replace('\n', " ")));
-            self.section = Section::new(&self.b, &self.headings);
-        } else {
-            self.section.push(&self.b, text, block.page, out);
+        match &block.kind {
+            BlockKind::Heading(level) => {
+                let level = *level;
+                self.section.flush(&self.b, out);
+                self.headings.retain(|(l, _)| *l < level);
+                self.headings.push((level, text.replace('\n', " ")));
+                self.section = Section::new(&self.b, &self.headings);
+            }
+            // A table goes in row by row, each row a sentence naming its columns: a
+            // chunk cut inside a table still says what every value is, and an answer
+            // can quote one row.
+            BlockKind::Table(t) => {
+                for row in table_sentences(t) {
+                    self.section.push(&self.b, &row, block.page, out);
+                }
+            }
+            _ => self.section.push(&self.b, text, block.page, out),
         }
         if out.len() > before {
             self.so_far = None;
@@ -176,6 +186,65 @@ impl<'a> Chunker<'a> {
             only.flush(&self.b, out);
         }
     }
+}
+
+/// A table's rows as text to retrieve and quote: with a header row, each data row as
+/// one sentence pairing every value with its column (`office: South; city: Lisbon;
+/// staff: 130.`); without one (a first row of numbers or blanks), each row's cells
+/// joined by ` | `.
+pub fn table_sentences(t: &Table) -> Vec<String> {
+    let clean = |c: &String| c.split_whitespace().collect::<Vec<_>>().join(" ");
+    let rows: Vec<Vec<String>> = t
+        .rows
+        .iter()
+        .map(|r| r.iter().map(clean).collect::<Vec<_>>())
+        .filter(|r| r.iter().any(|c| !c.is_empty()))
+        .collect();
+    let plain = |r: &Vec<String>| {
+        r.iter()
+            .filter(|c| !c.is_empty())
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(" | ")
+    };
+    let Some((header, data)) = rows.split_first() else {
+        return Vec::new();
+    };
+    if data.is_empty() || !is_header(header) {
+        return rows.iter().map(plain).collect();
+    }
+    data.iter()
+        .filter(|r| *r != header)
+        .map(|r| {
+            let parts: Vec<String> = r
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| !v.is_empty())
+                .map(
+                    |(i, v)| match header.get(i).filter(|h| !h.is_empty() && *h != v) {
+                        Some(h) => format!("{h}: {v}"),
+                        None => v.clone(),
+                    },
+                )
+                .collect();
+            let mut line = parts.join("; ");
+            if !line.ends_with(['.', '!', '?']) {
+                line.push('.');
+            }
+            line
+        })
+        .collect()
+}
+
+/// Whether a table's first row names its columns: most cells filled, none a number,
+/// none long.
+fn is_header(row: &[String]) -> bool {
+    let filled = row.iter().filter(|c| !c.is_empty()).count();
+    let number = |c: &str| {
+        let c = c.trim_matches(|ch: char| "%$€£+-".contains(ch));
+        !c.is_empty() && c.chars().all(|ch| ch.is_ascii_digit() || ".,".contains(ch))
+    };
+    filled * 2 >= row.len() && row.iter().all(|c| !number(c) && c.chars().count() <= 80)
 }
 
 /// The chunk being filled for the current section.
@@ -402,6 +471,34 @@ pub fn sentences(text: &str) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_table_with_a_header_becomes_one_sentence_per_row() {
+        let t = |rows: &[&[&str]]| Table {
+            rows: rows
+                .iter()
+                .map(|r| r.iter().map(|c| c.to_string()).collect())
+                .collect(),
+        };
+        let offices = t(&[
+            &["office", "city", "country", "staff", "manager", "since"],
+            &["South", "Lisbon", "Portugal", "130", "Marta  Sousa", "2015"],
+            &["North", "Oslo", "", "42", "Ola Nordmann", "2019"],
+            &["office", "city", "country", "staff", "manager", "since"],
+        ]);
+        assert_eq!(
+            table_sentences(&offices),
+            [
+                "office: South; city: Lisbon; country: Portugal; staff: 130; manager: Marta Sousa; since: 2015.",
+                "office: North; city: Oslo; staff: 42; manager: Ola Nordmann; since: 2019.",
+            ]
+        );
+        // No header (a first row of numbers): rows as they are.
+        let numbers = t(&[&["1", "2"], &["3", "4"]]);
+        assert_eq!(table_sentences(&numbers), ["1 | 2", "3 | 4"]);
+        // One row: nothing to pair it with.
+        assert_eq!(table_sentences(&t(&[&["a", "b"]])), ["a | b"]);
+    }
 
     #[test]
     fn sentences_split_on_terminal_punctuation() {
