@@ -10,7 +10,6 @@ mod common;
 use std::time::Instant;
 
 use ragd::ml::{device, BertEmbedder, Embedder, Precision};
-use serde_json::Value;
 
 struct Scores {
     ndcg: f64,
@@ -55,31 +54,10 @@ fn main() {
     let path = std::env::args()
         .nth(1)
         .expect("usage: retrieval_quality SET.json");
-    let set: Value = serde_json::from_slice(&std::fs::read(&path).expect("read the set")).unwrap();
-    let docs: Vec<&str> = set["docs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d.as_str().unwrap())
-        .collect();
-    let queries: Vec<(&str, usize)> = set["queries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|q| {
-            (
-                q["text"].as_str().unwrap(),
-                q["relevant"].as_u64().unwrap() as usize,
-            )
-        })
-        .collect();
-    println!(
-        "set {} ({}): {} documents, {} queries",
-        path,
-        set["fingerprint"].as_str().unwrap_or("?"),
-        docs.len(),
-        queries.len()
-    );
+    let set = common::RetrievalSet::load(&path);
+    println!("{}", set.name);
+    let docs: Vec<&str> = set.docs.iter().map(String::as_str).collect();
+    let queries: Vec<(&str, usize)> = set.queries.iter().map(|(q, r)| (q.as_str(), *r)).collect();
     println!("| path | nDCG@10 | recall@10 | MRR@10 | seconds |");
     println!("|---|---|---|---|---|");
     let mut ndcg = Vec::new();

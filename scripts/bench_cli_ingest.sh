@@ -35,9 +35,10 @@ serve() {
 stop() { kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""; }
 now() { date +%s.%N; }
 
-for round in $(seq 1 "$ROUNDS"); do
-  serve "bulk-$round"
-  files=("$work"/files/*)
+bulk() {
+  serve "bulk-$1"
+  local files=("$work"/files/*)
+  local t0 t1
   t0=$(now)
   for ((i = 0; i < n; i += 50)); do
     args=()
@@ -46,27 +47,51 @@ for round in $(seq 1 "$ROUNDS"); do
   done
   t1=$(now)
   stop
-  serve "cli-$round"
-  t2=$(now)
-  "$BIN" ingest --server "http://127.0.0.1:$PORT" --state-file "$work/state-$round.json" --json "$work/files" >"$work/cli-$round.json"
-  t3=$(now)
+  echo "$t0 $t1" >"$work/t-bulk-$1"
+}
+cli() {
+  serve "cli-$1"
+  local t0 t1
+  t0=$(now)
+  "$BIN" ingest --server "http://127.0.0.1:$PORT" --state-file "$work/state-$1.json" --json "$work/files" >"$work/cli-$1.json"
+  t1=$(now)
   stop
-  serve "bar-$round"
-  t4=$(now)
+  echo "$t0 $t1" >"$work/t-cli-$1"
+}
+bar() {
+  serve "bar-$1"
+  local t0 t1
+  t0=$(now)
   # On a pseudo-terminal the bar is drawn (its output is kept to check it was).
-  script -qefc "'$BIN' ingest --server http://127.0.0.1:$PORT --state-file '$work/state-bar-$round.json' '$work/files'" "$work/bar-$round.txt" >/dev/null
-  t5=$(now)
+  script -qefc "'$BIN' ingest --server http://127.0.0.1:$PORT --state-file '$work/state-bar-$1.json' '$work/files'" "$work/bar-$1.txt" >/dev/null
+  t1=$(now)
   stop
-  python3 - "$n" "$t0" "$t1" "$t2" "$t3" "$t4" "$t5" "$work/cli-$round.json" "$round" "$work/bar-$round.txt" <<'PY'
+  echo "$t0 $t1" >"$work/t-bar-$1"
+}
+
+# Odd rounds run bulk, ingest, bar; even rounds the reverse, so a drift in the machine's
+# speed does not favour one side.
+for round in $(seq 1 "$ROUNDS"); do
+  if ((round % 2)); then bulk "$round"; cli "$round"; bar "$round"; else bar "$round"; cli "$round"; bulk "$round"; fi
+  python3 - "$n" "$work" "$round" <<'PY'
 import json, sys
-n, t0, t1, t2, t3, t4, t5 = int(sys.argv[1]), *map(float, sys.argv[2:8])
-s = json.load(open(sys.argv[8]))
+n, work, r = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+rate = lambda side: n / (lambda t: t[1] - t[0])(list(map(float, open(f"{work}/t-{side}-{r}").read().split())))
+s = json.load(open(f"{work}/cli-{r}.json"))
 assert s["added"] == n, s
-drawn = open(sys.argv[10], errors="replace").read()
+drawn = open(f"{work}/bar-{r}.txt", errors="replace").read()
 assert "files" in drawn and f"{n}" in drawn, "the progress bar was not drawn"
-bulk, cli, bar = n / (t1 - t0), n / (t3 - t2), n / (t5 - t4)
-print(f"round {sys.argv[9]}: /upload/bulk {bulk:.1f} passages/s, ragd ingest {cli:.1f} passages/s "
+bulk, cli, bar = rate("bulk"), rate("cli"), rate("bar")
+print(f"round {r}: /upload/bulk {bulk:.1f} passages/s, ragd ingest {cli:.1f} passages/s "
       f"(ratio {cli / bulk:.2f}), with the bar drawn {bar:.1f} passages/s (ratio {bar / bulk:.2f}; "
-      f"bar/no bar {bar / cli:.2f})")
+      f"bar/no bar {bar / cli:.2f})", flush=True)
+open(f"{work}/ratios", "a").write(f"{cli / bulk} {bar / bulk} {bar / cli}\n")
 PY
 done
+python3 - "$work/ratios" <<'PY'
+import statistics, sys
+rows = [list(map(float, l.split())) for l in open(sys.argv[1])]
+med = [statistics.median(c) for c in zip(*rows)]
+print(f"medians over {len(rows)} rounds: ingest/bulk {med[0]:.2f} (target >= 0.9), "
+      f"ingest with bar/bulk {med[1]:.2f}, bar/no bar {med[2]:.2f}")
+PY

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::sync::{any_chunk_says, refusals, sources, within};
 use common::{shared_dir, TestServer};
 use serde_json::Value;
 
@@ -162,12 +163,7 @@ async fn bad_input_is_reported_and_the_rest_goes_in() {
     assert_eq!(code, 2, "{v}");
     assert_eq!(n(&v, "added"), 2, "{v}");
     assert_eq!(n(&v, "unsupported"), 1, "{v}");
-    let reasons: Vec<String> = v["refused"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| format!("{}: {}", r["path"], r["reason"]))
-        .collect();
+    let reasons = refusals(&v);
     let has = |path: &str, why: &str| {
         assert!(
             reasons.iter().any(|r| r.contains(path) && r.contains(why)),
@@ -351,35 +347,6 @@ async fn on_a_data_directory_without_a_server() {
     s.stop().await;
 }
 
-/// Polls `check` until it holds; returns how long that took (panics past 10 s).
-async fn within(what: &str, mut check: impl AsyncFnMut() -> bool) -> Duration {
-    let t = Instant::now();
-    while !check().await {
-        assert!(t.elapsed() < Duration::from_secs(10), "{what}: never seen");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    t.elapsed()
-}
-
-async fn sources(s: &TestServer) -> Vec<String> {
-    let (_, v) = s.get_json("/api/v1/documents/sources").await;
-    v["sources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_str().unwrap().to_owned())
-        .collect()
-}
-
-async fn any_chunk_says(s: &TestServer, words: &str) -> bool {
-    let (_, v) = s.get_json("/api/v1/documents?page_size=100").await;
-    v["documents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|d| d["text"].as_str().unwrap().contains(words))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_mode_follows_create_change_rename_and_delete() {
     let tmp = tempfile::tempdir().unwrap();
@@ -503,12 +470,7 @@ async fn an_unreadable_file_and_a_pipe_are_refused_with_the_reason() {
         .unwrap_or_else(|_| panic!("{text}\n{}", String::from_utf8_lossy(&out.stderr)));
     assert_eq!(out.status.code(), Some(2), "{v}");
     assert_eq!(n(&v, "added"), 1, "{v}");
-    let reasons: Vec<String> = v["refused"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| format!("{}: {}", r["path"], r["reason"]))
-        .collect();
+    let reasons = refusals(&v);
     assert_eq!(reasons.len(), 2, "{reasons:#?}");
     assert!(
         reasons

@@ -7,40 +7,10 @@
 mod common;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::sync::{any_chunk_says, sources, within};
 use common::{test_config, TestServer};
-
-/// Polls `check` until it holds; returns how long that took (panics past 10 s).
-async fn within(what: &str, mut check: impl AsyncFnMut() -> bool) -> Duration {
-    let t = Instant::now();
-    while !check().await {
-        assert!(t.elapsed() < Duration::from_secs(10), "{what}: never seen");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    t.elapsed()
-}
-
-async fn sources(s: &TestServer) -> Vec<String> {
-    let (_, v) = s.get_json("/api/v1/documents/sources").await;
-    let mut names: Vec<String> = v["sources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_str().unwrap().to_owned())
-        .collect();
-    names.sort();
-    names
-}
-
-async fn any_chunk_says(s: &TestServer, words: &str) -> bool {
-    let (_, v) = s.get_json("/api/v1/documents?page_size=100").await;
-    v["documents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|d| d["text"].as_str().unwrap().contains(words))
-}
 
 async fn start(watched: &Path, data: &Path, keep_deleted: bool) -> TestServer {
     TestServer::start_with(ragd::Config {

@@ -93,3 +93,48 @@ pub fn passage_heads(n: usize, words: usize) -> Vec<String> {
         })
         .collect()
 }
+
+/// A retrieval set (`{"docs": [..], "queries": [{"text", "relevant"}], "fingerprint"}`,
+/// one relevant document per query, as `scripts/peers/debian_retrieval_set.py` writes
+/// it): its documents and (query, relevant document) pairs, and a line naming it.
+pub struct RetrievalSet {
+    pub docs: Vec<String>,
+    pub queries: Vec<(String, usize)>,
+    pub name: String,
+}
+
+impl RetrievalSet {
+    pub fn load(path: &str) -> Self {
+        let set: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(path).expect("read the set")).expect("JSON");
+        let docs: Vec<String> = set["docs"]
+            .as_array()
+            .expect("docs")
+            .iter()
+            .map(|d| d.as_str().expect("a document").to_owned())
+            .collect();
+        let queries: Vec<(String, usize)> = set["queries"]
+            .as_array()
+            .expect("queries")
+            .iter()
+            .map(|q| {
+                (
+                    q["text"].as_str().expect("a query").to_owned(),
+                    q["relevant"].as_u64().expect("relevant") as usize,
+                )
+            })
+            .collect();
+        let name = format!(
+            "set {} ({}): {} documents, {} queries",
+            path,
+            set["fingerprint"].as_str().unwrap_or("?"),
+            docs.len(),
+            queries.len()
+        );
+        Self {
+            docs,
+            queries,
+            name,
+        }
+    }
+}

@@ -354,30 +354,41 @@ async fn delete_missing(
     Ok(())
 }
 
-fn record(summary: &mut Summary, saved: &mut IngestState, r: Ready, outcome: Outcome) {
-    let mut seen = r.seen;
-    match outcome {
-        Outcome::Added { chunks } => {
-            summary.added += 1;
-            summary.chunks += chunks;
+impl Summary {
+    /// Counts one file's outcome; a refused file is listed under `path`. Whether the file
+    /// is stored (under its name or, a duplicate, under another).
+    fn count(&mut self, outcome: Outcome, path: impl FnOnce() -> String) -> bool {
+        match outcome {
+            Outcome::Added { chunks } => {
+                self.added += 1;
+                self.chunks += chunks;
+            }
+            Outcome::Updated { chunks } => {
+                self.updated += 1;
+                self.chunks += chunks;
+            }
+            Outcome::Duplicate => self.duplicates += 1,
+            Outcome::Refused(reason) => {
+                self.refused.push(RefusedFile {
+                    path: path(),
+                    reason,
+                });
+                return false;
+            }
         }
-        Outcome::Updated { chunks } => {
-            summary.updated += 1;
-            summary.chunks += chunks;
-        }
-        Outcome::Duplicate => {
-            summary.duplicates += 1;
-            seen.duplicate = true;
-        }
-        Outcome::Refused(reason) => {
-            summary.refused.push(RefusedFile {
-                path: r.found.path.display().to_string(),
-                reason,
-            });
-            return;
-        }
+        true
     }
-    saved.files.insert(r.found.path, seen);
+}
+
+fn record(summary: &mut Summary, saved: &mut IngestState, r: Ready, outcome: Outcome) {
+    let duplicate = matches!(outcome, Outcome::Duplicate);
+    if summary.count(outcome, || r.found.path.display().to_string()) {
+        let seen = Seen {
+            duplicate,
+            ..r.seen
+        };
+        saved.files.insert(r.found.path, seen);
+    }
 }
 
 async fn ingest_zip(sink: &impl Sink, z: &Found, section: &str, summary: &mut Summary) {
@@ -394,21 +405,7 @@ async fn ingest_zip(sink: &impl Sink, z: &Found, section: &str, summary: &mut Su
     match sink.zip(bytes, section).await {
         Ok(items) => {
             for (name, outcome) in items {
-                match outcome {
-                    Outcome::Added { chunks } => {
-                        summary.added += 1;
-                        summary.chunks += chunks;
-                    }
-                    Outcome::Updated { chunks } => {
-                        summary.updated += 1;
-                        summary.chunks += chunks;
-                    }
-                    Outcome::Duplicate => summary.duplicates += 1,
-                    Outcome::Refused(reason) => summary.refused.push(RefusedFile {
-                        path: format!("{} ({name})", z.path.display()),
-                        reason,
-                    }),
-                }
+                summary.count(outcome, || format!("{} ({name})", z.path.display()));
             }
         }
         Err(e) => refuse(summary, format!("{e:#}")),

@@ -17,6 +17,7 @@ pub mod office;
 pub mod pdf;
 pub mod reembed;
 pub mod scenarios;
+pub mod sync;
 
 /// Where the setup script installed the models.
 pub fn models_dir() -> PathBuf {
