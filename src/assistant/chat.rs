@@ -20,7 +20,7 @@ use super::conversations::{NewMessage, Role as StoredRole};
 use super::tools::ToolInfo;
 use super::users::CurrentUser;
 use super::{Assistant, AssistantError};
-use crate::kb::answer::GenerateAnswer;
+use crate::kb::answer::{AnswerPiece, GenerateAnswer, Origin};
 use crate::kb::grounding::Evidence;
 use crate::kb::query::{QueryParams, QuerySource};
 use crate::kb::search::SearchParams;
@@ -97,6 +97,9 @@ pub struct ToolCallRecord {
 pub enum ChatEvent {
     /// Text of the answer.
     Content(String),
+    /// A piece of a knowledge-base answer (text, with where it comes from: quoted from
+    /// the sources, or a checked sentence of the model).
+    Answer(AnswerPiece),
     /// A tool is about to run (or be held).
     ToolStart { tool_name: String, params: Value },
     /// A tool's outcome.
@@ -112,7 +115,10 @@ pub struct ChatReply {
     pub tool_calls: Vec<ToolCallRecord>,
     pub requires_confirmation: bool,
     pub sources: Vec<QuerySource>,
-    /// `generative` (the LLM) or `extractive` (no LLM).
+    /// Where the reply's text comes from: `generative` (the LLM; for a knowledge-base
+    /// answer, only its checked sentences), `mixed` (sentences quoted from the sources,
+    /// then the LLM's), or `extractive` (no sentence of the LLM: the sources' own, or the
+    /// statement that they do not hold the answer). See `grounding` for the counts.
     pub answer_mode: String,
     /// What was checked of a knowledge-base answer against its sources (the `grounding`
     /// of `/query`); absent when the reply is not one.
@@ -257,7 +263,16 @@ impl Assistant {
                 temperature: None,
             })
             .await?;
-        emit(sink, ChatEvent::Content(answer.answer.clone())).await?;
+        let origin = if answer.grounding.extractive_sentences > 0 {
+            Origin::Extractive
+        } else {
+            Origin::NotInSources
+        };
+        let piece = AnswerPiece {
+            text: answer.answer.clone(),
+            origin,
+        };
+        emit(sink, ChatEvent::Answer(piece)).await?;
         Ok(ChatReply {
             conversation_id: String::new(),
             message_id: String::new(),
@@ -265,7 +280,7 @@ impl Assistant {
             tool_calls: Vec::new(),
             requires_confirmation: false,
             sources: answer.sources,
-            answer_mode: "extractive".into(),
+            answer_mode: answer.answer_mode,
             grounding: serde_json::to_value(&answer.grounding).ok(),
             tokens_in: 0,
             tokens_out: 0,
@@ -517,14 +532,25 @@ impl Assistant {
             }
         }
         let (mut sources, mut grounding) = (Vec::new(), None);
+        let mut answer_mode = "generative".to_owned();
         if let Some(r) = kb_answer {
             let answer = r["answer"].as_str().unwrap_or_default().to_owned();
+            let kb_mode = r["answer_mode"].as_str().unwrap_or("extractive");
+            answer_mode = match (response.is_empty(), kb_mode) {
+                (true, mode) => mode.to_owned(),
+                // The model's own words before the call, then quoted sentences.
+                (false, "extractive" | "mixed") => "mixed".to_owned(),
+                (false, _) => "generative".to_owned(),
+            };
             response = if response.is_empty() {
                 answer
             } else {
                 format!("{response} {answer}")
             };
-            emit(sink, ChatEvent::Content(response.clone())).await?;
+            // With a sink the answer's pieces were streamed as the tool ran.
+            if sink.is_none() {
+                emit(sink, ChatEvent::Content(response.clone())).await?;
+            }
             sources = serde_json::from_value(r["sources"].clone()).unwrap_or_default();
             grounding = Some(r["grounding"].clone());
         } else if response.is_empty() && !records.is_empty() {
@@ -538,7 +564,7 @@ impl Assistant {
             response,
             tool_calls: records,
             sources,
-            answer_mode: "generative".into(),
+            answer_mode,
             grounding,
             tokens_in,
             tokens_out,
@@ -592,9 +618,9 @@ impl Assistant {
         evidence: &Evidence,
         sink: Option<&mpsc::Sender<ChatEvent>>,
     ) -> Result<ChatReply> {
-        // Each checked sentence is sent as content as soon as it passes, as `/query`
-        // streams them.
-        let (tx, mut rx) = mpsc::channel::<String>(16);
+        // Each piece is sent as content as soon as it is ready (the quoted sentences at
+        // once, then each checked sentence), as `/query` streams them.
+        let (tx, mut rx) = mpsc::channel::<AnswerPiece>(16);
         let generate = async move {
             let tx = tx;
             self.kb
@@ -607,9 +633,10 @@ impl Assistant {
                 })
                 .await
         };
-        let forward = async {
+        // Owns the receiver: a client that leaves closes it, which stops the generation.
+        let forward = async move {
             while let Some(piece) = rx.recv().await {
-                emit(sink, ChatEvent::Content(piece)).await?;
+                emit(sink, ChatEvent::Answer(piece)).await?;
             }
             Ok::<(), AssistantError>(())
         };
@@ -628,7 +655,7 @@ impl Assistant {
                 .iter()
                 .map(QuerySource::from)
                 .collect(),
-            answer_mode: "generative".into(),
+            answer_mode: g.grounding.answer_mode().into(),
             grounding: serde_json::to_value(&g.grounding).ok(),
             tokens_in: g.generated.prompt_tokens as u64,
             tokens_out: g.generated.completion_tokens as u64,
@@ -666,6 +693,35 @@ impl Assistant {
         *tokens.0 += f.prompt_tokens as u64;
         *tokens.1 += f.completion_tokens as u64;
         Ok((completion.text().to_owned(), calls))
+    }
+
+    /// Runs a tool; the pieces of an `ask_knowledge_base` answer go to `sink` as content
+    /// while it runs.
+    async fn run_forwarding(
+        &self,
+        user: &CurrentUser,
+        name: &str,
+        params: &Value,
+        sink: Option<&mpsc::Sender<ChatEvent>>,
+    ) -> Result<super::tools::ToolOutcome> {
+        let Some(sink) = sink else {
+            return self.run_tool(user, name, params).await;
+        };
+        let (tx, mut rx) = mpsc::channel::<AnswerPiece>(16);
+        let run = async move {
+            let tx = tx;
+            self.run_tool_streaming(user, name, params, Some(&tx)).await
+        };
+        // Owns the receiver: a client that leaves closes it, which stops the generation.
+        let forward = async move {
+            while let Some(piece) = rx.recv().await {
+                emit(Some(sink), ChatEvent::Answer(piece)).await?;
+            }
+            Ok::<(), AssistantError>(())
+        };
+        let (outcome, forwarded) = tokio::join!(run, forward);
+        forwarded?;
+        outcome
     }
 
     /// Validates a parsed call, then runs, proposes or holds it.
@@ -731,7 +787,8 @@ impl Assistant {
                 action_id: None,
                 error: None,
             },
-            Ok((false, params)) => match self.run_tool(user, &call.name, &params).await {
+            Ok((false, params)) => match self.run_forwarding(user, &call.name, &params, sink).await
+            {
                 Ok(out) => ToolCallRecord {
                     tool_name: call.name,
                     params,
