@@ -660,9 +660,35 @@ async fn the_page_works_with_the_default_llm() {
         p.click("#top nav a[href='#/ask']");
         p.type_into("#question", "Within how many days can a product be returned?");
         p.press("Enter");
+        // The sources' own sentence is visible while the model is still writing: the
+        // answer is busy, its timing not yet shown, and the quote already there.
+        let early = p.wait(
+            "(() => { const a = document.querySelector('#answer');
+                const t = document.querySelector('#answer-text');
+                const quoted = t && t.querySelector('.piece.extractive');
+                return a && a.getAttribute('aria-busy') === 'true' && quoted && quoted.offsetHeight > 0
+                    && !document.querySelector('#timing')
+                    && {text: t.innerText, status: document.querySelector('#ask-status').textContent}; })()",
+            "the quoted text before the answer is complete",
+        );
+        p.screenshot("16-default-llm-ask-streaming");
+        let shown = early["text"].as_str().unwrap();
+        assert!(shown.contains("30 days") && shown.contains("[1]"), "{early}");
+        assert!(
+            early["status"].as_str().unwrap().starts_with("Quoted from your documents"),
+            "{early}"
+        );
         p.wait_for("#timing");
         let answer = p.text("#answer-text");
         assert!(answer.contains("30"), "{answer}");
+        // (The finished answer turns each `[n]` into a button.)
+        let first_claim = shown.split(" [").next().unwrap();
+        assert!(
+            answer.starts_with(first_claim),
+            "what was shown stays: {shown:?} then {answer:?}"
+        );
+        let mode = p.text("#answer-mode");
+        assert!(mode == "extractive" || mode == "mixed", "{mode}");
         p.screenshot("16-default-llm-ask");
         p.click("#answer-text button.cite");
         p.wait_for("#passage-text");

@@ -4,7 +4,7 @@
 
 import { h, fill, auto, notice, confirmDanger, ticker, when, plural } from './dom.js';
 import * as api from './api.js';
-import { withCitations, sourceList } from './ask.js';
+import { withCitations, sourceList, modeTitle } from './ask.js';
 import { toolCard, pendingPanel, runToolDialog } from './actions.js';
 
 const STREAM_URL = '/api/method/assistant.api.stream_ai_response';
@@ -178,6 +178,11 @@ export function chatView(root, ctx, [conversationId]) {
       if (done) {
         const sources = done.sources || [];
         fill(reply.body, withCitations(done.response || reply.body.textContent, sources));
+        // A knowledge-base answer says where its sentences come from.
+        if (done.grounding) {
+          const mode = modeTitle(done);
+          reply.el.querySelector('.who').append(' ', h('span', { class: 'chip', title: mode, 'aria-label': `${done.answer_mode}: ${mode}` }, done.answer_mode));
+        }
         if (sources.length) reply.body.after(h('details', { class: 'reply-sources' }, h('summary', {}, plural(sources.length, 'source')), sourceList(sources)));
         if (!current) {
           current = done.conversation_id;
