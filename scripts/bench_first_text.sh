@@ -8,9 +8,12 @@
 # sources), the last `token` event and `done`. Prints p50 / p95 / mean of each, the
 # answer modes, and how much text a client would have seen replaced had the quoted
 # sentences been swapped for the model's (the characters quoted before a generated
-# sentence; ragd only ever appends, so nothing is replaced).
+# sentence; ragd only ever appends, so nothing is replaced). Then the same for the chat:
+# the first C questions (default 12) as new conversations over stream_ai_response, timing
+# the first and last `content` event and `done`.
 #
-# Usage: scripts/bench_first_text.sh [--bin PATH] [--json FILE] [N_QUESTIONS]   (default: all)
+# Usage: scripts/bench_first_text.sh [--bin PATH] [--json FILE] [--chat C] [N_QUESTIONS]
+#        (default: all questions; --chat 0 skips the chat)
 #   --bin PATH   time this binary as it is (e.g. an older build, for a before/after
 #                table); without it the release build of this checkout is built first
 #   --json FILE  also write every question's times there
@@ -22,12 +25,14 @@ root="$(pwd)"
 
 bin=""
 json_out=""
+chat_n=12
 n=""
 while [ "$#" -gt 0 ]; do
   case "$1" in
     --bin) bin="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"; shift 2 ;;
     --json) json_out="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    --chat) chat_n="$2"; shift 2 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) n="$1"; shift ;;
   esac
 done
@@ -59,6 +64,9 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+# A user for the chat (its API key and secret, the CLI's last line).
+mkdir -p "$tmp/data"
+creds="$("$bin" user add bench@localhost --data-dir "$tmp/data" 2>/dev/null | tail -n 1)"
 # Started from the temp dir so that no ./ragd.toml of the checkout is picked up.
 (
   cd "$tmp"
@@ -67,11 +75,12 @@ port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
 ) >"$tmp/server.log" 2>&1 &
 server_pid=$!
 
-python3 - "$port" "$root/examples/eval_assistant" "$server_pid" "$tmp/server.log" "${n:-0}" "$json_out" "$bin" <<'PY'
-import http.client, json, os, statistics, sys, time, uuid
+python3 - "$port" "$root/examples/eval_assistant" "$server_pid" "$tmp/server.log" "${n:-0}" "$json_out" "$bin" "$chat_n" "$creds" <<'PY'
+import http.client, json, os, statistics, sys, time, urllib.parse, uuid
 
 port, data, pid, log, n, json_out, binary = (int(sys.argv[1]), sys.argv[2], int(sys.argv[3]),
                                              sys.argv[4], int(sys.argv[5]), sys.argv[6], sys.argv[7])
+chat_n, creds = int(sys.argv[8]), sys.argv[9]
 
 def alive():
     try:
@@ -110,15 +119,21 @@ questions = [q["question"] for q in json.load(open(os.path.join(data, "questions
 if n:
     questions = questions[:n]
 
-def ask(question):
-    """Streams one answer; returns the times (s) of the first and last token and of done."""
+def ask(question, chat=False):
+    """Streams one answer; returns the times (s) of the first and last piece of text
+    (`token` for /query, `content` for the chat) and of done."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
-    body = json.dumps({"question": question, "stream": True})
     started = time.perf_counter()
-    c.request("POST", "/api/v1/query", body, {"Content-Type": "application/json"})
+    if chat:
+        path = "/api/method/assistant.api.stream_ai_response?" + urllib.parse.urlencode({"prompt": question})
+        c.request("GET", path, headers={"Authorization": f"token {creds}"})
+    else:
+        body = json.dumps({"question": question, "stream": True})
+        c.request("POST", "/api/v1/query", body, {"Content-Type": "application/json"})
     r = c.getresponse()
     if r.status != 200:
         sys.exit(f"{question!r}: {r.status} {r.read()[:300]!r}")
+    text_event = "content" if chat else "token"
     first = last = None
     event, done, tokens = None, None, []
     while True:
@@ -131,7 +146,7 @@ def ask(question):
         elif line.startswith("data:"):
             payload = json.loads(line[5:].strip())
             now = time.perf_counter() - started
-            if event == "token":
+            if event == text_event:
                 first = now if first is None else first
                 last = now
                 tokens.append(payload)
@@ -150,12 +165,13 @@ def ask(question):
             if t.get("origin") != "extractive":
                 break
             replaced += len(t["delta"])
-    g = done[1].get("grounding", {})
-    return {"question": question, "first_text": first, "last_text": last, "done": done[0],
+    g = done[1].get("grounding") or {}
+    return {"question": question, "chat": chat, "first_text": first, "last_text": last, "done": done[0],
             "answer_mode": done[1].get("answer_mode"), "outcome": g.get("outcome"),
             "generated_sentences": g.get("generated_sentences"),
             "extractive_sentences": g.get("extractive_sentences"),
-            "pieces": len(tokens), "answer_chars": len(done[1].get("answer", "")),
+            "pieces": len(tokens),
+            "answer_chars": len(done[1].get("response" if chat else "answer") or ""),
             "replaced_chars": replaced}
 
 ask("How many days of leave do I get?")  # warm-up, not timed
@@ -165,22 +181,29 @@ def pct(xs, p):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, max(0, round(p / 100 * (len(xs) - 1))))]
 
-print(f"{binary}: {len(results)} streamed /query answers, SmolLM2-135M on "
-      f"{os.environ.get('RAGD_LLM_THREADS', '2')} threads")
-print(f"  {'':24} {'p50':>7} {'p95':>7} {'mean':>7}  (seconds from the request)")
-for key, label in [("first_text", "first text (grounded)"), ("last_text", "last text"), ("done", "done")]:
-    xs = [r[key] for r in results]
-    print(f"  {label:24} {pct(xs, 50):7.3f} {pct(xs, 95):7.3f} {statistics.mean(xs):7.3f}")
-modes = {}
-for r in results:
-    k = f"{r['answer_mode']}/{r['outcome']}"
-    modes[k] = modes.get(k, 0) + 1
-print("  answer_mode/outcome: " + ", ".join(f"{k} {v}" for k, v in sorted(modes.items())))
-alone = sum(1 for r in results if r["pieces"] == 1)
-print(f"  answers shown in one piece: {alone} of {len(results)}; "
-      f"characters a quote-then-replace design would take back: "
-      f"{sum(r['replaced_chars'] for r in results)} of {sum(r['answer_chars'] for r in results)} shown "
-      f"(ragd appends only: 0)")
+def report(results, what):
+    print(f"{binary}: {len(results)} {what}, SmolLM2-135M on "
+          f"{os.environ.get('RAGD_LLM_THREADS', '2')} threads")
+    print(f"  {'':24} {'p50':>7} {'p95':>7} {'mean':>7}  (seconds from the request)")
+    for key, label in [("first_text", "first text (grounded)"), ("last_text", "last text"), ("done", "done")]:
+        xs = [r[key] for r in results]
+        print(f"  {label:24} {pct(xs, 50):7.3f} {pct(xs, 95):7.3f} {statistics.mean(xs):7.3f}")
+    modes = {}
+    for r in results:
+        k = f"{r['answer_mode']}/{r['outcome']}"
+        modes[k] = modes.get(k, 0) + 1
+    print("  answer_mode/outcome: " + ", ".join(f"{k} {v}" for k, v in sorted(modes.items())))
+    alone = sum(1 for r in results if r["pieces"] == 1)
+    print(f"  answers shown in one piece: {alone} of {len(results)}; "
+          f"characters a quote-then-replace design would take back: "
+          f"{sum(r['replaced_chars'] for r in results)} of {sum(r['answer_chars'] for r in results)} shown "
+          f"(ragd appends only: 0)")
+
+report(results, "streamed /query answers")
+if chat_n:
+    chats = [ask(q, chat=True) for q in questions[:chat_n]]
+    report(chats, "streamed chat replies (stream_ai_response, new conversations)")
+    results += chats
 if json_out:
     json.dump(results, open(json_out, "w"), indent=1)
 PY
