@@ -4,7 +4,8 @@
 //! and updates, the list of sources, a question with a citation that opens its passage,
 //! chat, a held high-risk tool call rejected and another confirmed, history search,
 //! settings, a phone-sized screen, sign out; then the same page on the default LLM (the
-//! real SmolLM2 file): a generated answer with a citation, a held deletion confirmed.
+//! real SmolLM2 file): an answer whose quoted sentences show before it is complete, with
+//! a citation, the same in the chat, a held deletion confirmed.
 //! Screenshots of each screen are written to `target/web-screenshots/`.
 
 mod common;
@@ -698,6 +699,29 @@ async fn the_page_works_with_the_default_llm() {
         p.wait("!document.querySelector('dialog')", "the passage to close");
 
         p.click("#top nav a[href='#/chat']");
+        // A question for the documents: the quoted sentence shows in the reply while it
+        // is still being written, and the finished reply says where its text comes from.
+        p.type_into("#chat-input", "Within how many days can a product be returned?");
+        p.press("Enter");
+        let early = p.wait(
+            "(() => { const m = [...document.querySelectorAll('#messages .message.assistant')].pop();
+                return m && m.getAttribute('aria-busy') === 'true'
+                    && m.querySelector('.text').textContent.includes('30 days')
+                    && {text: m.querySelector('.text').textContent,
+                        status: document.querySelector('#chat-status').textContent}; })()",
+            "the quoted reply before it is complete",
+        );
+        p.screenshot("17-default-llm-chat-streaming");
+        assert!(early["text"].as_str().unwrap().contains("[1]"), "{early}");
+        assert!(
+            early["status"].as_str().unwrap().starts_with("Quoted from your documents"),
+            "{early}"
+        );
+        let reply = last_reply(&p);
+        assert!(reply.contains("30 days"), "{reply}");
+        let chip = p.text("#messages .message.assistant:last-child .who .chip");
+        assert!(chip == "extractive" || chip == "mixed", "{chip}");
+        p.screenshot("17-default-llm-chat-answer");
         p.type_into("#chat-input", "Delete old-notes.md");
         p.press("Enter");
         let held = "#messages .message.assistant .tool[data-tool='delete_source'][data-status='pending_confirmation']";
@@ -705,7 +729,7 @@ async fn the_page_works_with_the_default_llm() {
         assert!(p.text(held).contains("old-notes.md"));
         let stored = listed_sources(&rt, &client, &base);
         assert_eq!(stored["count"], 2, "held, not run: {stored}");
-        p.screenshot("17-default-llm-chat-held");
+        p.screenshot("18-default-llm-chat-held");
         p.click(&format!("{held} button.confirm"));
         p.wait_for("#messages .tool[data-tool='delete_source'][data-status='executed']");
         let outside = browser.outside_requests(&base);

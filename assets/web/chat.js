@@ -139,7 +139,7 @@ export function chatView(root, ctx, [conversationId]) {
     controller = new AbortController();
     sendButton.disabled = true;
     stopButton.hidden = false;
-    const stopTicker = ticker(status, ctx.config.llm_available ? 'Thinking' : 'Finding passages');
+    let stopTicker = ticker(status, ctx.config.llm_available ? 'Thinking' : 'Finding passages');
     if (!messages.querySelector('.message')) fill(messages);
     messages.append(bubble('user', text).el);
     const reply = bubble('assistant', '');
@@ -156,6 +156,12 @@ export function chatView(root, ctx, [conversationId]) {
       for await (const { event, data } of await api.stream(STREAM_URL, params, controller.signal)) {
         if (event === 'content') {
           reply.body.append(data.delta);
+          // A knowledge-base answer's quotes come first; the model may still add to them.
+          if (data.origin === 'extractive' && !reply.body.dataset.quoted) {
+            reply.body.dataset.quoted = 'true';
+            stopTicker();
+            stopTicker = ticker(status, 'Quoted from your documents; the model may add to it');
+          }
         } else if (event === 'tool_start') {
           const card = toolCard({ tool_name: data.tool_name, params: data.params, status: 'running' }, { onDecided: loadPending });
           cards.push(card);
