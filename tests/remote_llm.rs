@@ -286,14 +286,18 @@ async fn killing_the_engine_mid_stream_breaks_nothing() {
                 &json!({"question": "How many days of leave do I get?"}),
             )
             .await;
+        // A request caught by the restart may run out its deadline with nothing
+        // written: it is answered from the sources and labelled so; the model's answers
+        // must come back after it.
         if status == 200 {
-            assert!(common::model_wrote(&body), "{body}");
             common::truthful_mode(&body);
-            break;
+            if common::model_wrote(&body) {
+                break;
+            }
         }
         assert!(
             Instant::now() < deadline,
-            "no answer after the restart: {status} {body}"
+            "no answer from the model after the restart: {status} {body}"
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
