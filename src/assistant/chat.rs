@@ -7,6 +7,7 @@
 //! optional event sink (the SSE stream); a closed sink stops the generation.
 
 pub mod attachments;
+mod knowledge;
 pub mod prompt;
 mod results;
 pub mod router;
@@ -20,10 +21,8 @@ use super::conversations::{NewMessage, Role as StoredRole};
 use super::tools::ToolInfo;
 use super::users::CurrentUser;
 use super::{Assistant, AssistantError};
-use crate::kb::answer::{AnswerPiece, GenerateAnswer, Origin};
-use crate::kb::grounding::Evidence;
-use crate::kb::query::{QueryParams, QuerySource};
-use crate::kb::search::SearchParams;
+use crate::kb::answer::AnswerPiece;
+use crate::kb::query::QuerySource;
 use crate::ml::llm::completion::{Completion, CompletionEvent, CompletionRequest};
 use crate::ml::llm::tool_grammar::{CallMode, ParsedCall, ToolGrammar};
 use crate::ml::llm::{ChatMessage, GenerationParams, Role, SharedGenerator, ToolCall};
@@ -244,47 +243,6 @@ impl Assistant {
                 Some(ChatMessage::new(role, m.content))
             })
             .collect())
-    }
-
-    /// No LLM: the knowledge base's extractive answer, sent as one piece.
-    async fn extractive_turn(
-        &self,
-        message: &str,
-        sink: Option<&mpsc::Sender<ChatEvent>>,
-    ) -> Result<ChatReply> {
-        let answer = self
-            .kb
-            .query(QueryParams {
-                question: message.to_owned(),
-                top_k: TURN_PASSAGES,
-                initial_k: 20,
-                include_timing: false,
-                include_context: false,
-                temperature: None,
-            })
-            .await?;
-        let origin = if answer.grounding.extractive_sentences > 0 {
-            Origin::Extractive
-        } else {
-            Origin::NotInSources
-        };
-        let piece = AnswerPiece {
-            text: answer.answer.clone(),
-            origin,
-        };
-        emit(sink, ChatEvent::Answer(piece)).await?;
-        Ok(ChatReply {
-            conversation_id: String::new(),
-            message_id: String::new(),
-            response: answer.answer,
-            tool_calls: Vec::new(),
-            requires_confirmation: false,
-            sources: answer.sources,
-            answer_mode: answer.answer_mode,
-            grounding: serde_json::to_value(&answer.grounding).ok(),
-            tokens_in: 0,
-            tokens_out: 0,
-        })
     }
 
     async fn generative_turn(
@@ -571,97 +529,6 @@ impl Assistant {
         })
     }
 
-    /// The turn's knowledge-base passages and what they offer for the message (none when
-    /// the turn names its tools or retrieval fails: the chat then goes on without them).
-    async fn turn_evidence(
-        &self,
-        req: &ChatRequest,
-        message: &str,
-    ) -> (Vec<crate::kb::SearchHit>, Option<Evidence>) {
-        if matches!(req.tool_choice, ToolChoice::Required(_)) {
-            return (Vec::new(), None);
-        }
-        let hits = match self
-            .kb
-            .retrieve(SearchParams {
-                query: message.to_owned(),
-                top_k: TURN_PASSAGES,
-                initial_k: 20,
-                mode: Default::default(),
-            })
-            .await
-        {
-            Ok(r) => r.hits,
-            Err(e) => {
-                tracing::warn!(error = %e, "chat retrieval failed; answering without sources");
-                return (Vec::new(), None);
-            }
-        };
-        if hits.is_empty() {
-            return (hits, None);
-        }
-        match self.kb.evidence(message, &hits).await {
-            Ok(e) => (hits, Some(e)),
-            Err(e) => {
-                tracing::warn!(error = %e, "chat evidence failed; answering without sources");
-                (hits, None)
-            }
-        }
-    }
-
-    /// A knowledge-base answer without a tool call: generated from `hits`, checked
-    /// sentence by sentence, each sentence sent as it passes.
-    async fn grounded_turn(
-        &self,
-        message: &str,
-        hits: &[crate::kb::SearchHit],
-        evidence: &Evidence,
-        sink: Option<&mpsc::Sender<ChatEvent>>,
-    ) -> Result<ChatReply> {
-        // Each piece is sent as content as soon as it is ready (the quoted sentences at
-        // once, then each checked sentence), as `/query` streams them.
-        let (tx, mut rx) = mpsc::channel::<AnswerPiece>(16);
-        let generate = async move {
-            let tx = tx;
-            self.kb
-                .generate_answer(GenerateAnswer {
-                    question: message,
-                    hits,
-                    evidence,
-                    temperature: None,
-                    sink: Some(&tx),
-                })
-                .await
-        };
-        // Owns the receiver: a client that leaves closes it, which stops the generation.
-        let forward = async move {
-            while let Some(piece) = rx.recv().await {
-                emit(sink, ChatEvent::Answer(piece)).await?;
-            }
-            Ok::<(), AssistantError>(())
-        };
-        let (generated, forwarded) = tokio::join!(generate, forward);
-        forwarded?;
-        let Some(g) = generated? else {
-            return self.extractive_turn(message, sink).await;
-        };
-        Ok(ChatReply {
-            conversation_id: String::new(),
-            message_id: String::new(),
-            response: g.answer,
-            tool_calls: Vec::new(),
-            requires_confirmation: false,
-            sources: hits[..g.passages_used.min(hits.len())]
-                .iter()
-                .map(QuerySource::from)
-                .collect(),
-            answer_mode: g.grounding.answer_mode().into(),
-            grounding: serde_json::to_value(&g.grounding).ok(),
-            tokens_in: g.generated.prompt_tokens as u64,
-            tokens_out: g.generated.completion_tokens as u64,
-        })
-    }
-
     /// One round through the completion core; returns the text (trimmed, calls removed)
     /// and the calls. Its text is streamed as content as it comes, unless the round is
     /// `held`: then only whether the model opens with a tool call matters. Its first
@@ -693,35 +560,6 @@ impl Assistant {
         *tokens.0 += f.prompt_tokens as u64;
         *tokens.1 += f.completion_tokens as u64;
         Ok((completion.text().to_owned(), calls))
-    }
-
-    /// Runs a tool; the pieces of an `ask_knowledge_base` answer go to `sink` as content
-    /// while it runs.
-    async fn run_forwarding(
-        &self,
-        user: &CurrentUser,
-        name: &str,
-        params: &Value,
-        sink: Option<&mpsc::Sender<ChatEvent>>,
-    ) -> Result<super::tools::ToolOutcome> {
-        let Some(sink) = sink else {
-            return self.run_tool(user, name, params).await;
-        };
-        let (tx, mut rx) = mpsc::channel::<AnswerPiece>(16);
-        let run = async move {
-            let tx = tx;
-            self.run_tool_streaming(user, name, params, Some(&tx)).await
-        };
-        // Owns the receiver: a client that leaves closes it, which stops the generation.
-        let forward = async move {
-            while let Some(piece) = rx.recv().await {
-                emit(Some(sink), ChatEvent::Answer(piece)).await?;
-            }
-            Ok::<(), AssistantError>(())
-        };
-        let (outcome, forwarded) = tokio::join!(run, forward);
-        forwarded?;
-        outcome
     }
 
     /// Validates a parsed call, then runs, proposes or holds it.
