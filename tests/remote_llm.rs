@@ -68,7 +68,8 @@ async fn the_assistant_and_query_run_on_llama_server() {
         "{kinds:?}"
     );
     let done = &events.last().unwrap().1;
-    assert_eq!(done["answer_mode"], "generative", "{done}");
+    assert!(common::model_wrote(done), "{done}");
+    common::truthful_mode(done);
     let text: String = events
         .iter()
         .filter(|(k, _)| k == "token")
@@ -285,13 +286,18 @@ async fn killing_the_engine_mid_stream_breaks_nothing() {
                 &json!({"question": "How many days of leave do I get?"}),
             )
             .await;
+        // A request caught by the restart may run out its deadline with nothing
+        // written: it is answered from the sources and labelled so; the model's answers
+        // must come back after it.
         if status == 200 {
-            assert_eq!(body["answer_mode"], "generative", "{body}");
-            break;
+            common::truthful_mode(&body);
+            if common::model_wrote(&body) {
+                break;
+            }
         }
         assert!(
             Instant::now() < deadline,
-            "no answer after the restart: {status} {body}"
+            "no answer from the model after the restart: {status} {body}"
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }

@@ -4,7 +4,8 @@
 //! and updates, the list of sources, a question with a citation that opens its passage,
 //! chat, a held high-risk tool call rejected and another confirmed, history search,
 //! settings, a phone-sized screen, sign out; then the same page on the default LLM (the
-//! real SmolLM2 file): a generated answer with a citation, a held deletion confirmed.
+//! real SmolLM2 file): an answer whose quoted sentences show before it is complete, with
+//! a citation, the same in the chat, a held deletion confirmed.
 //! Screenshots of each screen are written to `target/web-screenshots/`.
 
 mod common;
@@ -660,9 +661,35 @@ async fn the_page_works_with_the_default_llm() {
         p.click("#top nav a[href='#/ask']");
         p.type_into("#question", "Within how many days can a product be returned?");
         p.press("Enter");
+        // The sources' own sentence is visible while the model is still writing: the
+        // answer is busy, its timing not yet shown, and the quote already there.
+        let early = p.wait(
+            "(() => { const a = document.querySelector('#answer');
+                const t = document.querySelector('#answer-text');
+                const quoted = t && t.querySelector('.piece.extractive');
+                return a && a.getAttribute('aria-busy') === 'true' && quoted && quoted.offsetHeight > 0
+                    && !document.querySelector('#timing')
+                    && {text: t.innerText, status: document.querySelector('#ask-status').textContent}; })()",
+            "the quoted text before the answer is complete",
+        );
+        p.screenshot("16-default-llm-ask-streaming");
+        let shown = early["text"].as_str().unwrap();
+        assert!(shown.contains("30 days") && shown.contains("[1]"), "{early}");
+        assert!(
+            early["status"].as_str().unwrap().starts_with("Quoted from your documents"),
+            "{early}"
+        );
         p.wait_for("#timing");
         let answer = p.text("#answer-text");
         assert!(answer.contains("30"), "{answer}");
+        // (The finished answer turns each `[n]` into a button.)
+        let first_claim = shown.split(" [").next().unwrap();
+        assert!(
+            answer.starts_with(first_claim),
+            "what was shown stays: {shown:?} then {answer:?}"
+        );
+        let mode = p.text("#answer-mode");
+        assert!(mode == "extractive" || mode == "mixed", "{mode}");
         p.screenshot("16-default-llm-ask");
         p.click("#answer-text button.cite");
         p.wait_for("#passage-text");
@@ -672,6 +699,29 @@ async fn the_page_works_with_the_default_llm() {
         p.wait("!document.querySelector('dialog')", "the passage to close");
 
         p.click("#top nav a[href='#/chat']");
+        // A question for the documents: the quoted sentence shows in the reply while it
+        // is still being written, and the finished reply says where its text comes from.
+        p.type_into("#chat-input", "Within how many days can a product be returned?");
+        p.press("Enter");
+        let early = p.wait(
+            "(() => { const m = [...document.querySelectorAll('#messages .message.assistant')].pop();
+                return m && m.getAttribute('aria-busy') === 'true'
+                    && m.querySelector('.text').textContent.includes('30 days')
+                    && {text: m.querySelector('.text').textContent,
+                        status: document.querySelector('#chat-status').textContent}; })()",
+            "the quoted reply before it is complete",
+        );
+        p.screenshot("17-default-llm-chat-streaming");
+        assert!(early["text"].as_str().unwrap().contains("[1]"), "{early}");
+        assert!(
+            early["status"].as_str().unwrap().starts_with("Quoted from your documents"),
+            "{early}"
+        );
+        let reply = last_reply(&p);
+        assert!(reply.contains("30 days"), "{reply}");
+        let chip = p.text("#messages .message.assistant:last-child .who .chip");
+        assert!(chip == "extractive" || chip == "mixed", "{chip}");
+        p.screenshot("17-default-llm-chat-answer");
         p.type_into("#chat-input", "Delete old-notes.md");
         p.press("Enter");
         let held = "#messages .message.assistant .tool[data-tool='delete_source'][data-status='pending_confirmation']";
@@ -679,7 +729,7 @@ async fn the_page_works_with_the_default_llm() {
         assert!(p.text(held).contains("old-notes.md"));
         let stored = listed_sources(&rt, &client, &base);
         assert_eq!(stored["count"], 2, "held, not run: {stored}");
-        p.screenshot("17-default-llm-chat-held");
+        p.screenshot("18-default-llm-chat-held");
         p.click(&format!("{held} button.confirm"));
         p.wait_for("#messages .tool[data-tool='delete_source'][data-status='executed']");
         let outside = browser.outside_requests(&base);

@@ -1,7 +1,8 @@
-// Ask: one question over /api/v1/query, the answer streamed as it is written, numbered
-// citations that open the cited passage (source, section, page), and the timing.
+// Ask: one question over /api/v1/query, the answer streamed as it is written (the
+// sentences quoted from the sources first, at once, then the model's checked sentences),
+// numbered citations that open the cited passage (source, section, page), and the timing.
 
-import { h, fill, auto, notice, modal, seconds, ticker } from './dom.js';
+import { h, fill, auto, notice, modal, seconds, ticker, plural } from './dom.js';
 import * as api from './api.js';
 
 const PAGED = { pdf: 'Page', pptx: 'Slide' };
@@ -85,12 +86,28 @@ function timingLine(t) {
     + `· writing ${seconds(t.llm_generation)}`;
 }
 
+/** What the answer's mode means, with the counts of `grounding`. */
+export function modeTitle(r) {
+  const g = r.grounding || {};
+  const quoted = g.extractive_sentences || 0;
+  const written = g.generated_sentences || 0;
+  if (r.answer_mode === 'mixed') {
+    return `${plural(quoted, 'sentence')} quoted from your documents, then ${plural(written, 'sentence')} `
+      + 'written by the local language model and checked against them';
+  }
+  if (r.answer_mode === 'generative') {
+    return `${plural(written, 'sentence')} written by the local language model from your documents, each checked against them`;
+  }
+  if (g.outcome === 'not_in_sources') return 'Your documents do not hold the answer';
+  return `${plural(quoted, 'sentence')} quoted from your documents`
+    + (g.sentences?.length ? ' (the language model added nothing they support)' : '');
+}
+
 function renderAnswer(box, r) {
-  const mode = r.answer_mode === 'extractive'
-    ? 'Quoted from your documents: no language model is installed'
-    : 'Written by the local language model from your documents';
+  const mode = modeTitle(r);
   fill(box,
-    h('div', { class: 'panel-head' }, h('h2', {}, 'Answer'), h('span', { class: 'chip', title: mode }, r.answer_mode)),
+    h('div', { class: 'panel-head' }, h('h2', {}, 'Answer'),
+      h('span', { class: 'chip', id: 'answer-mode', title: mode, 'aria-label': `${r.answer_mode}: ${mode}` }, r.answer_mode)),
     auto('div', { class: 'answer-text', id: 'answer-text' }, withCitations(r.answer, r.sources)),
     r.sources.length ? h('h3', {}, 'Sources') : null,
     sourceList(r.sources),
@@ -114,7 +131,7 @@ export function askView(root) {
     controller = new AbortController();
     askButton.disabled = true;
     stopButton.hidden = false;
-    const stopTicker = ticker(status, 'Finding passages and answering');
+    let stopTicker = ticker(status, 'Finding passages and answering');
     const text = auto('div', { class: 'answer-text streaming', id: 'answer-text' });
     fill(answer, h('h2', {}, 'Answer'), text);
     answer.hidden = false;
@@ -123,8 +140,16 @@ export function askView(root) {
     try {
       const events = await api.stream('/api/v1/query', { question: q, stream: true }, controller.signal);
       for await (const { event, data } of events) {
-        if (event === 'token') text.append(data.delta);
-        else if (event === 'error') throw new api.ApiError(data.detail, data.status_code);
+        if (event === 'token') {
+          // Quotes arrive first, at once; the model's checked sentences only ever extend them.
+          text.append(h('span', { class: `piece ${data.origin || ''}` }, data.delta));
+          if (!text.dataset.shown) {
+            text.dataset.shown = 'true';
+            stopTicker();
+            stopTicker = ticker(status, data.origin === 'extractive'
+              ? 'Quoted from your documents; the model may add to it' : 'Writing');
+          }
+        } else if (event === 'error') throw new api.ApiError(data.detail, data.status_code);
         else if (event === 'done' && data.answer !== undefined) result = data;
       }
       if (result) renderAnswer(answer, result);

@@ -4,7 +4,7 @@
 
 import { h, fill, auto, notice, confirmDanger, ticker, when, plural } from './dom.js';
 import * as api from './api.js';
-import { withCitations, sourceList } from './ask.js';
+import { withCitations, sourceList, modeTitle } from './ask.js';
 import { toolCard, pendingPanel, runToolDialog } from './actions.js';
 
 const STREAM_URL = '/api/method/assistant.api.stream_ai_response';
@@ -139,7 +139,7 @@ export function chatView(root, ctx, [conversationId]) {
     controller = new AbortController();
     sendButton.disabled = true;
     stopButton.hidden = false;
-    const stopTicker = ticker(status, ctx.config.llm_available ? 'Thinking' : 'Finding passages');
+    let stopTicker = ticker(status, ctx.config.llm_available ? 'Thinking' : 'Finding passages');
     if (!messages.querySelector('.message')) fill(messages);
     messages.append(bubble('user', text).el);
     const reply = bubble('assistant', '');
@@ -156,6 +156,12 @@ export function chatView(root, ctx, [conversationId]) {
       for await (const { event, data } of await api.stream(STREAM_URL, params, controller.signal)) {
         if (event === 'content') {
           reply.body.append(data.delta);
+          // A knowledge-base answer's quotes come first; the model may still add to them.
+          if (data.origin === 'extractive' && !reply.body.dataset.quoted) {
+            reply.body.dataset.quoted = 'true';
+            stopTicker();
+            stopTicker = ticker(status, 'Quoted from your documents; the model may add to it');
+          }
         } else if (event === 'tool_start') {
           const card = toolCard({ tool_name: data.tool_name, params: data.params, status: 'running' }, { onDecided: loadPending });
           cards.push(card);
@@ -178,6 +184,11 @@ export function chatView(root, ctx, [conversationId]) {
       if (done) {
         const sources = done.sources || [];
         fill(reply.body, withCitations(done.response || reply.body.textContent, sources));
+        // A knowledge-base answer says where its sentences come from.
+        if (done.grounding) {
+          const mode = modeTitle(done);
+          reply.el.querySelector('.who').append(' ', h('span', { class: 'chip', title: mode, 'aria-label': `${done.answer_mode}: ${mode}` }, done.answer_mode));
+        }
         if (sources.length) reply.body.after(h('details', { class: 'reply-sources' }, h('summary', {}, plural(sources.length, 'source')), sourceList(sources)));
         if (!current) {
           current = done.conversation_id;

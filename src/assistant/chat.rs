@@ -7,6 +7,7 @@
 //! optional event sink (the SSE stream); a closed sink stops the generation.
 
 pub mod attachments;
+mod knowledge;
 pub mod prompt;
 mod results;
 pub mod router;
@@ -20,10 +21,8 @@ use super::conversations::{NewMessage, Role as StoredRole};
 use super::tools::ToolInfo;
 use super::users::CurrentUser;
 use super::{Assistant, AssistantError};
-use crate::kb::answer::GenerateAnswer;
-use crate::kb::grounding::Evidence;
-use crate::kb::query::{QueryParams, QuerySource};
-use crate::kb::search::SearchParams;
+use crate::kb::answer::AnswerPiece;
+use crate::kb::query::QuerySource;
 use crate::ml::llm::completion::{Completion, CompletionEvent, CompletionRequest};
 use crate::ml::llm::tool_grammar::{CallMode, ParsedCall, ToolGrammar};
 use crate::ml::llm::{ChatMessage, GenerationParams, Role, SharedGenerator, ToolCall};
@@ -97,6 +96,9 @@ pub struct ToolCallRecord {
 pub enum ChatEvent {
     /// Text of the answer.
     Content(String),
+    /// A piece of a knowledge-base answer (text, with where it comes from: quoted from
+    /// the sources, or a checked sentence of the model).
+    Answer(AnswerPiece),
     /// A tool is about to run (or be held).
     ToolStart { tool_name: String, params: Value },
     /// A tool's outcome.
@@ -112,7 +114,10 @@ pub struct ChatReply {
     pub tool_calls: Vec<ToolCallRecord>,
     pub requires_confirmation: bool,
     pub sources: Vec<QuerySource>,
-    /// `generative` (the LLM) or `extractive` (no LLM).
+    /// Where the reply's text comes from: `generative` (the LLM; for a knowledge-base
+    /// answer, only its checked sentences), `mixed` (sentences quoted from the sources,
+    /// then the LLM's), or `extractive` (no sentence of the LLM: the sources' own, or the
+    /// statement that they do not hold the answer). See `grounding` for the counts.
     pub answer_mode: String,
     /// What was checked of a knowledge-base answer against its sources (the `grounding`
     /// of `/query`); absent when the reply is not one.
@@ -238,38 +243,6 @@ impl Assistant {
                 Some(ChatMessage::new(role, m.content))
             })
             .collect())
-    }
-
-    /// No LLM: the knowledge base's extractive answer, sent as one piece.
-    async fn extractive_turn(
-        &self,
-        message: &str,
-        sink: Option<&mpsc::Sender<ChatEvent>>,
-    ) -> Result<ChatReply> {
-        let answer = self
-            .kb
-            .query(QueryParams {
-                question: message.to_owned(),
-                top_k: TURN_PASSAGES,
-                initial_k: 20,
-                include_timing: false,
-                include_context: false,
-                temperature: None,
-            })
-            .await?;
-        emit(sink, ChatEvent::Content(answer.answer.clone())).await?;
-        Ok(ChatReply {
-            conversation_id: String::new(),
-            message_id: String::new(),
-            response: answer.answer,
-            tool_calls: Vec::new(),
-            requires_confirmation: false,
-            sources: answer.sources,
-            answer_mode: "extractive".into(),
-            grounding: serde_json::to_value(&answer.grounding).ok(),
-            tokens_in: 0,
-            tokens_out: 0,
-        })
     }
 
     async fn generative_turn(
@@ -517,14 +490,25 @@ impl Assistant {
             }
         }
         let (mut sources, mut grounding) = (Vec::new(), None);
+        let mut answer_mode = "generative".to_owned();
         if let Some(r) = kb_answer {
             let answer = r["answer"].as_str().unwrap_or_default().to_owned();
+            let kb_mode = r["answer_mode"].as_str().unwrap_or("extractive");
+            answer_mode = match (response.is_empty(), kb_mode) {
+                (true, mode) => mode.to_owned(),
+                // The model's own words before the call, then quoted sentences.
+                (false, "extractive" | "mixed") => "mixed".to_owned(),
+                (false, _) => "generative".to_owned(),
+            };
             response = if response.is_empty() {
                 answer
             } else {
                 format!("{response} {answer}")
             };
-            emit(sink, ChatEvent::Content(response.clone())).await?;
+            // With a sink the answer's pieces were streamed as the tool ran.
+            if sink.is_none() {
+                emit(sink, ChatEvent::Content(response.clone())).await?;
+            }
             sources = serde_json::from_value(r["sources"].clone()).unwrap_or_default();
             grounding = Some(r["grounding"].clone());
         } else if response.is_empty() && !records.is_empty() {
@@ -538,100 +522,10 @@ impl Assistant {
             response,
             tool_calls: records,
             sources,
-            answer_mode: "generative".into(),
+            answer_mode,
             grounding,
             tokens_in,
             tokens_out,
-        })
-    }
-
-    /// The turn's knowledge-base passages and what they offer for the message (none when
-    /// the turn names its tools or retrieval fails: the chat then goes on without them).
-    async fn turn_evidence(
-        &self,
-        req: &ChatRequest,
-        message: &str,
-    ) -> (Vec<crate::kb::SearchHit>, Option<Evidence>) {
-        if matches!(req.tool_choice, ToolChoice::Required(_)) {
-            return (Vec::new(), None);
-        }
-        let hits = match self
-            .kb
-            .retrieve(SearchParams {
-                query: message.to_owned(),
-                top_k: TURN_PASSAGES,
-                initial_k: 20,
-                mode: Default::default(),
-            })
-            .await
-        {
-            Ok(r) => r.hits,
-            Err(e) => {
-                tracing::warn!(error = %e, "chat retrieval failed; answering without sources");
-                return (Vec::new(), None);
-            }
-        };
-        if hits.is_empty() {
-            return (hits, None);
-        }
-        match self.kb.evidence(message, &hits).await {
-            Ok(e) => (hits, Some(e)),
-            Err(e) => {
-                tracing::warn!(error = %e, "chat evidence failed; answering without sources");
-                (hits, None)
-            }
-        }
-    }
-
-    /// A knowledge-base answer without a tool call: generated from `hits`, checked
-    /// sentence by sentence, each sentence sent as it passes.
-    async fn grounded_turn(
-        &self,
-        message: &str,
-        hits: &[crate::kb::SearchHit],
-        evidence: &Evidence,
-        sink: Option<&mpsc::Sender<ChatEvent>>,
-    ) -> Result<ChatReply> {
-        // Each checked sentence is sent as content as soon as it passes, as `/query`
-        // streams them.
-        let (tx, mut rx) = mpsc::channel::<String>(16);
-        let generate = async move {
-            let tx = tx;
-            self.kb
-                .generate_answer(GenerateAnswer {
-                    question: message,
-                    hits,
-                    evidence,
-                    temperature: None,
-                    sink: Some(&tx),
-                })
-                .await
-        };
-        let forward = async {
-            while let Some(piece) = rx.recv().await {
-                emit(sink, ChatEvent::Content(piece)).await?;
-            }
-            Ok::<(), AssistantError>(())
-        };
-        let (generated, forwarded) = tokio::join!(generate, forward);
-        forwarded?;
-        let Some(g) = generated? else {
-            return self.extractive_turn(message, sink).await;
-        };
-        Ok(ChatReply {
-            conversation_id: String::new(),
-            message_id: String::new(),
-            response: g.answer,
-            tool_calls: Vec::new(),
-            requires_confirmation: false,
-            sources: hits[..g.passages_used.min(hits.len())]
-                .iter()
-                .map(QuerySource::from)
-                .collect(),
-            answer_mode: "generative".into(),
-            grounding: serde_json::to_value(&g.grounding).ok(),
-            tokens_in: g.generated.prompt_tokens as u64,
-            tokens_out: g.generated.completion_tokens as u64,
         })
     }
 
@@ -731,7 +625,8 @@ impl Assistant {
                 action_id: None,
                 error: None,
             },
-            Ok((false, params)) => match self.run_tool(user, &call.name, &params).await {
+            Ok((false, params)) => match self.run_forwarding(user, &call.name, &params, sink).await
+            {
                 Ok(out) => ToolCallRecord {
                     tool_name: call.name,
                     params,

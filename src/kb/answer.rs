@@ -3,8 +3,19 @@
 //! first, so the LLM's prompt cache keeps them; then the sources and the question), and
 //! the generation itself, checked sentence by sentence against the passages
 //! ([`super::grounding`]) and streamed to an optional sink as each sentence passes.
+//!
+//! The order of what is shown: when the passages are strong (see
+//! [`Evidence::strong`]), their own sentences closest to the question, quoted with their
+//! citations, go first, as soon as the evidence is known (milliseconds after retrieval,
+//! before the model has read its prompt); the model's sentences that pass the check then
+//! extend them, and nothing shown is ever taken back. A small model's sentences mostly
+//! fail the check, so waiting for them left the answer empty for seconds only to show the
+//! quotes in the end. With weaker passages nothing is quoted first: the model's checked
+//! sentences are the answer, else the statement that the sources do not say.
 
+use serde::Serialize;
 use tokio::sync::mpsc;
+use utoipa::ToSchema;
 
 use super::grounding::{self, Evidence, Grounding, SentenceCheck};
 use super::query::format_context;
@@ -119,6 +130,36 @@ fn truncate_tokens(llm: &dyn Generator, text: &str, tokens: usize) -> String {
     format!("{} …", words[..lo].join(" "))
 }
 
+/// Where a piece of an answer comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// The sources' own sentences, quoted with their citations.
+    Extractive,
+    /// The model's sentences that passed the check, with their citations.
+    Generated,
+    /// The statement that the sources do not hold the answer.
+    NotInSources,
+}
+
+impl Origin {
+    /// The name used in events (`origin`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Extractive => "extractive",
+            Self::Generated => "generated",
+            Self::NotInSources => "not_in_sources",
+        }
+    }
+}
+
+/// A piece of an answer as it is shown: pieces only ever extend what came before.
+#[derive(Debug, Clone)]
+pub struct AnswerPiece {
+    pub text: String,
+    pub origin: Origin,
+}
+
 /// How one generative answer runs.
 pub struct GenerateAnswer<'a> {
     /// The question.
@@ -129,9 +170,9 @@ pub struct GenerateAnswer<'a> {
     pub evidence: &'a Evidence,
     /// Temperature override.
     pub temperature: Option<f64>,
-    /// Receives each checked sentence of the answer as it is ready; when it is closed the
-    /// generation stops.
-    pub sink: Option<&'a mpsc::Sender<String>>,
+    /// Receives each piece of the answer as it is ready (the quoted sentences first,
+    /// then each checked sentence); when it is closed the generation stops.
+    pub sink: Option<&'a mpsc::Sender<AnswerPiece>>,
 }
 
 /// A grounded answer with the context it was drawn from.
@@ -151,16 +192,17 @@ pub struct GeneratedAnswer {
     pub formatting: std::time::Duration,
 }
 
-/// Sentences taken from the sources when the model's own are all unsupported...
-const FALLBACK_SENTENCES: usize = 2;
+/// Sentences quoted from strong passages before the model's own...
+const LEAD_SENTENCES: usize = 2;
 /// ...a further one only when it is about as close to the question as the best one.
-const FALLBACK_MARGIN: f32 = 0.1;
+const LEAD_MARGIN: f32 = 0.1;
 
 impl KnowledgeBase {
     /// Answers from `hits` with the LLM, keeping only the sentences the passages support
-    /// (see [`super::grounding`]); `Ok(None)` when no LLM is loaded. Passages too far from
-    /// the question are not given to the model at all: the answer then says that the
-    /// sources do not hold it.
+    /// (see [`super::grounding`]); `Ok(None)` when no LLM is loaded, or when it is too busy
+    /// and nothing was quoted yet. Passages too far from the question are not given to the
+    /// model at all: the answer then says that the sources do not hold it. Strong passages
+    /// are quoted first (see the module docs).
     pub async fn generate_answer(&self, a: GenerateAnswer<'_>) -> Result<Option<GeneratedAnswer>> {
         let Some(llm) = self.llm.current() else {
             return Ok(None);
@@ -173,7 +215,7 @@ impl KnowledgeBase {
                 "passages do not hold the answer; not generating"
             );
             let answer = grounding::not_in_sources_reply(a.question);
-            send(a.sink, &answer).await?;
+            send(a.sink, &answer, Origin::NotInSources).await?;
             return Ok(Some(GeneratedAnswer {
                 grounding: outcome(a.evidence, Vec::new(), "not_in_sources"),
                 answer,
@@ -188,6 +230,17 @@ impl KnowledgeBase {
                 formatting: started.elapsed(),
             }));
         }
+        // Strong passages: their own sentences are shown at once, before the model reads
+        // its prompt; the model's checked sentences can only add to them.
+        let lead = a
+            .evidence
+            .strong()
+            .then(|| extractive_sentences(a.evidence, LEAD_SENTENCES, LEAD_MARGIN))
+            .filter(|(text, _)| !text.is_empty());
+        if let Some((text, _)) = &lead {
+            send(a.sink, text, Origin::Extractive).await?;
+        }
+        let quoted = lead.as_ref().map_or(0, |(_, n)| *n);
         let defaults = self.llm_defaults;
         let (question, hits) = (a.question.to_owned(), a.hits.to_vec());
         let llm2 = llm.clone();
@@ -205,12 +258,28 @@ impl KnowledgeBase {
                 // Every generation slot and queue place is taken: the passages' own
                 // sentences answer now (answer_mode "extractive") instead of a 429.
                 tracing::info!("the LLM's queue is full; answering from the passages' sentences");
-                return Ok(None);
+                let Some((answer, n)) = lead else {
+                    return Ok(None);
+                };
+                return Ok(Some(GeneratedAnswer {
+                    grounding: outcome(a.evidence, Vec::new(), "extractive").shown(0, n),
+                    answer,
+                    generated: Generated {
+                        text: String::new(),
+                        prompt_tokens: 0,
+                        completion_tokens: 0,
+                        finish_reason: crate::ml::llm::FinishReason::Stop,
+                    },
+                    context: fitted.context,
+                    passages_used: fitted.passages_used,
+                    formatting,
+                }));
             }
             Err(e) => return Err(e.into()),
         };
         let mut text = String::new();
-        let mut checked = CheckedText::new(self, a.evidence);
+        let mut checked =
+            CheckedText::new(self, a.evidence, lead.as_ref().map(|(t, _)| t.as_str()));
         let mut pieces = 0;
         let mut drifted = false;
         let deadline = tokio::time::Instant::now() + defaults.deadline;
@@ -228,7 +297,7 @@ impl KnowledgeBase {
             pieces += 1;
             text.push_str(&piece);
             for shown in checked.push(&piece).await? {
-                send(a.sink, &shown).await?;
+                send(a.sink, &shown, Origin::Generated).await?;
             }
             if checked.drifted() {
                 tracing::info!(
@@ -241,7 +310,7 @@ impl KnowledgeBase {
         }
         if !drifted {
             for shown in checked.finish().await? {
-                send(a.sink, &shown).await?;
+                send(a.sink, &shown, Origin::Generated).await?;
             }
         }
         let mut f = generation.finished();
@@ -251,22 +320,22 @@ impl KnowledgeBase {
             f.finish_reason = crate::ml::llm::FinishReason::Stop;
         }
         drop(generation);
+        let written = checked.generated();
+        let repeated = checked.repeated();
         let (mut answer, checks) = checked.into_parts();
-        let kind = if !answer.is_empty() {
+        let kind = if written > 0 {
             "answered"
-        } else if !a.evidence.strong() {
-            answer = grounding::not_in_sources_reply(a.question);
-            "not_in_sources"
-        } else {
+        } else if quoted > 0 {
             // Passages this close to the question outweigh a small model's refusal or
-            // its unsupported sentences: their own sentences answer.
-            answer = extractive_sentences(a.evidence, FALLBACK_SENTENCES, FALLBACK_MARGIN);
+            // its unsupported sentences: their own sentences, shown first, answer.
             "extractive"
+        } else {
+            answer = grounding::not_in_sources_reply(a.question);
+            send(a.sink, &answer, Origin::NotInSources).await?;
+            "not_in_sources"
         };
-        if kind != "answered" {
-            send(a.sink, &answer).await?;
-        }
-        let grounding = outcome(a.evidence, checks, kind);
+        let mut grounding = outcome(a.evidence, checks, kind).shown(written, quoted);
+        grounding.repeated = repeated;
         tracing::info!(
             model = %llm.info().name,
             prompt_tokens = f.prompt_tokens,
@@ -274,6 +343,9 @@ impl KnowledgeBase {
             finish = f.finish_reason.as_str(),
             passages = fitted.passages_used,
             outcome = kind,
+            quoted,
+            written,
+            repeated,
             supported = grounding.supported,
             unsupported = grounding.unsupported,
             "generated answer"
@@ -294,9 +366,13 @@ impl KnowledgeBase {
     }
 }
 
-async fn send(sink: Option<&mpsc::Sender<String>>, text: &str) -> Result<()> {
+async fn send(sink: Option<&mpsc::Sender<AnswerPiece>>, text: &str, origin: Origin) -> Result<()> {
     if let Some(sink) = sink {
-        if sink.send(text.to_owned()).await.is_err() {
+        let piece = AnswerPiece {
+            text: text.to_owned(),
+            origin,
+        };
+        if sink.send(piece).await.is_err() {
             tracing::info!("client went away; generation stopped");
             return Err(Error::Cancelled);
         }
@@ -304,7 +380,7 @@ async fn send(sink: Option<&mpsc::Sender<String>>, text: &str) -> Result<()> {
     Ok(())
 }
 
-/// The grounding record of an answer.
+/// The grounding record of an answer (no sentence shown yet: see [`Grounding::shown`]).
 pub fn outcome(evidence: &Evidence, sentences: Vec<SentenceCheck>, kind: &str) -> Grounding {
     Grounding {
         outcome: kind.into(),
@@ -324,43 +400,57 @@ pub fn outcome(evidence: &Evidence, sentences: Vec<SentenceCheck>, kind: &str) -
             .filter(|s| s.supported && !s.on_topic)
             .count(),
         sentences,
+        generated_sentences: 0,
+        extractive_sentences: 0,
+        repeated: 0,
         method: grounding::METHOD.into(),
     }
 }
 
 /// Up to `n` of the sources' sentences closest to the question (within `margin` of the
-/// best), in the order they appear in the sources, each cited with its passage number.
-pub fn extractive_sentences(evidence: &Evidence, n: usize, margin: f32) -> String {
-    evidence
-        .best_sentences(n, margin)
+/// best), in the order they appear in the sources, each cited with its passage number;
+/// with how many they are.
+pub fn extractive_sentences(evidence: &Evidence, n: usize, margin: f32) -> (String, usize) {
+    let best = evidence.best_sentences(n, margin);
+    let count = best.len();
+    let text = best
         .into_iter()
         .map(|(passage, text)| grounding::cite(text, &[passage + 1]))
         .collect::<Vec<_>>()
-        .join(" ")
+        .join(" ");
+    (text, count)
 }
 
 /// Failed sentences in a row after which a generated answer is stopped.
 const DRIFT_SENTENCES: usize = 4;
 
 /// An answer's text, checked sentence by sentence as it arrives: each complete sentence
-/// is checked against the evidence and, when supported, released with its citations.
+/// is checked against the evidence and, when supported, released with its citations,
+/// after the quoted lead when there is one (a sentence the lead already says word for
+/// word is not repeated).
 pub struct CheckedText<'a> {
     kb: &'a KnowledgeBase,
     evidence: &'a Evidence,
+    lead: Option<&'a str>,
     pending: String,
     kept: Vec<String>,
     checks: Vec<SentenceCheck>,
+    generated: usize,
+    repeated: usize,
 }
 
 impl<'a> CheckedText<'a> {
-    /// An empty text checked against `evidence`.
-    pub fn new(kb: &'a KnowledgeBase, evidence: &'a Evidence) -> Self {
+    /// An empty text checked against `evidence`, following `lead` (already shown).
+    pub fn new(kb: &'a KnowledgeBase, evidence: &'a Evidence, lead: Option<&'a str>) -> Self {
         Self {
             kb,
             evidence,
+            lead,
             pending: String::new(),
-            kept: Vec::new(),
+            kept: lead.map(str::to_owned).into_iter().collect(),
             checks: Vec::new(),
+            generated: 0,
+            repeated: 0,
         }
     }
 
@@ -404,9 +494,15 @@ impl<'a> CheckedText<'a> {
         for mut c in checks {
             if c.supported && c.on_topic {
                 c.text = grounding::cite(&c.text, &c.sources);
-                let sep = if self.kept.is_empty() { "" } else { " " };
-                shown.push(format!("{sep}{}", c.text));
-                self.kept.push(c.text.clone());
+                if self.lead.is_some_and(|lead| says_again(lead, &c.text)) {
+                    c.repeated = true;
+                    self.repeated += 1;
+                } else {
+                    let sep = if self.kept.is_empty() { "" } else { " " };
+                    shown.push(format!("{sep}{}", c.text));
+                    self.kept.push(c.text.clone());
+                    self.generated += 1;
+                }
             }
             self.checks.push(c);
         }
@@ -422,10 +518,29 @@ impl<'a> CheckedText<'a> {
                 .all(|c| !(c.supported && c.on_topic))
     }
 
-    /// The kept sentences joined (the answer) and every check.
+    /// The model's sentences shown (after the lead).
+    pub fn generated(&self) -> usize {
+        self.generated
+    }
+
+    /// The model's supported sentences not shown because the lead says them word for word.
+    pub fn repeated(&self) -> usize {
+        self.repeated
+    }
+
+    /// The shown text joined (the answer: the lead, then the kept sentences) and every
+    /// check.
     pub fn into_parts(self) -> (String, Vec<SentenceCheck>) {
         (self.kept.join(" "), self.checks)
     }
+}
+
+/// Whether `lead` already holds `cited` (a sentence with its citations) word for word:
+/// its text up to the citations, spacing aside.
+fn says_again(lead: &str, cited: &str) -> bool {
+    let claim = cited.split(" [").next().unwrap_or(cited).trim();
+    let squash = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    !claim.is_empty() && squash(lead).contains(&squash(claim))
 }
 
 /// Above this file size `/parse` does not summarise (the contract's 5 MB).
@@ -485,5 +600,26 @@ impl KnowledgeBase {
             "summarised document"
         );
         Ok(Some(g.text.trim().to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::says_again;
+
+    #[test]
+    fn a_sentence_the_quotes_hold_word_for_word_is_not_repeated() {
+        let lead = "Every full-time employee gets 25 days of paid annual leave per calendar \
+                    year [1]. Up to 5 unused days can be carried over [1].";
+        assert!(says_again(
+            lead,
+            "Every full-time employee gets 25 days of paid annual leave per calendar year [1]."
+        ));
+        assert!(says_again(
+            lead,
+            "Up to 5  unused days can be carried over [2]."
+        ));
+        assert!(!says_again(lead, "Employees get 25 days of leave [1]."));
+        assert!(!says_again(lead, " [1]."));
     }
 }

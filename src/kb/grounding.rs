@@ -145,12 +145,16 @@ pub struct SentenceCheck {
     pub missing_numbers: Vec<String>,
     /// Numbers (from 1) of the passages that support it.
     pub sources: Vec<usize>,
+    /// Supported, but not shown: the sentences quoted from the sources before it already
+    /// say it word for word.
+    pub repeated: bool,
 }
 
 /// What was checked of an answer: the `grounding` field.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Grounding {
-    /// `answered` (supported sentences from the model), `extractive` (the sources' own
+    /// `answered` (the model's supported sentences are in the answer, after the sources'
+    /// own when those were quoted first), `extractive` (only the sources' own
     /// sentences), or `not_in_sources` (the sources do not hold the answer).
     pub outcome: String,
     /// Whether the passages were judged close enough to the question to answer from.
@@ -167,8 +171,35 @@ pub struct Grounding {
     pub unsupported: usize,
     /// Supported sentences left out because they do not bear on the question.
     pub off_topic: usize,
+    /// Sentences of the answer written by the model (each one checked and kept).
+    pub generated_sentences: usize,
+    /// Sentences of the answer quoted from the sources.
+    pub extractive_sentences: usize,
+    /// Supported sentences of the model left out because the quoted ones say them already.
+    pub repeated: usize,
     /// How support was judged.
     pub method: String,
+}
+
+impl Grounding {
+    /// Records how many sentences of the answer the model wrote and how many were quoted.
+    pub fn shown(mut self, generated: usize, extractive: usize) -> Self {
+        self.generated_sentences = generated;
+        self.extractive_sentences = extractive;
+        self
+    }
+
+    /// Where the answer's text comes from, for `answer_mode`: `generative` (only the
+    /// model's checked sentences), `mixed` (sentences quoted from the sources, then the
+    /// model's), or `extractive` (no sentence of the model: the sources' own sentences,
+    /// or the statement that they do not hold the answer).
+    pub fn answer_mode(&self) -> &'static str {
+        match (self.generated_sentences, self.extractive_sentences) {
+            (0, _) => "extractive",
+            (_, 0) => "generative",
+            _ => "mixed",
+        }
+    }
 }
 
 /// How support is judged, for the `method` field.
@@ -325,6 +356,7 @@ fn check_one(sentence: &str, vector: &[f32], ev: &Evidence) -> SentenceCheck {
         similarity: similarity.iter().copied().fold(-1.0, f32::max),
         missing_numbers,
         sources: sources.into_iter().map(|p| p + 1).collect(),
+        repeated: false,
     }
 }
 
@@ -437,6 +469,36 @@ mod tests {
             &ev,
         );
         assert!(answer.supported && answer.on_topic, "{answer:?}");
+    }
+
+    #[test]
+    fn the_answer_mode_says_whose_sentences_the_answer_holds() {
+        let g = |generated, quoted| outcome_for_test().shown(generated, quoted).answer_mode();
+        assert_eq!(
+            g(0, 0),
+            "extractive",
+            "a refusal is no sentence of the model"
+        );
+        assert_eq!(g(0, 2), "extractive");
+        assert_eq!(g(3, 0), "generative");
+        assert_eq!(g(1, 2), "mixed");
+    }
+
+    fn outcome_for_test() -> Grounding {
+        Grounding {
+            outcome: "answered".into(),
+            answerable: true,
+            relevance: 0.7,
+            coverage: 1.0,
+            sentences: Vec::new(),
+            supported: 0,
+            unsupported: 0,
+            off_topic: 0,
+            generated_sentences: 0,
+            extractive_sentences: 0,
+            repeated: 0,
+            method: METHOD.into(),
+        }
     }
 
     #[test]

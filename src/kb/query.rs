@@ -3,7 +3,8 @@
 //! and `grounding`); with none it is extractive: the passages' sentences closest to the
 //! question (by the embedder), each cited with its source number. Either way, passages
 //! too far from the question give "the sources do not say" rather than an answer.
-//! `answer_mode` says which mode answered; `grounding` what was checked.
+//! `answer_mode` says where the answer's text comes from (`generative`, `mixed` or
+//! `extractive`); `grounding` what was checked, with the counts.
 
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,7 @@ use utoipa::ToSchema;
 
 use tokio::sync::mpsc;
 
-use super::answer::{extractive_sentences, outcome, GenerateAnswer};
+use super::answer::{extractive_sentences, outcome, AnswerPiece, GenerateAnswer, Origin};
 use super::grounding::{not_in_sources_reply, Evidence, Grounding};
 use super::search::{Retrieved, SearchParams};
 use super::{KnowledgeBase, SearchHit};
@@ -74,7 +75,10 @@ pub struct QueryResponse {
     pub sources: Vec<QuerySource>,
     pub timing: Option<Timing>,
     pub context_used: Option<String>,
-    /// `extractive` (no LLM: the passages' best sentences) or `generative`.
+    /// Where the answer's text comes from: `generative` (only the LLM's checked
+    /// sentences), `mixed` (sentences quoted from the passages, then the LLM's checked
+    /// ones), or `extractive` (no sentence of the LLM: the passages' best sentences, or
+    /// the statement that they do not hold the answer). `grounding` has the counts.
     pub answer_mode: String,
     /// What was checked of the answer against the sources (not in the contract): whether
     /// the passages hold an answer, and each generated sentence's support.
@@ -118,14 +122,15 @@ impl KnowledgeBase {
         self.query_streaming(p, None).await
     }
 
-    /// Answers a question, sending each checked sentence of a generated answer to `sink`
-    /// as it comes (an extractive answer arrives as one piece). A closed sink stops the
-    /// generation.
+    /// Answers a question, sending each piece of the answer to `sink` as it is ready:
+    /// sentences quoted from strong passages at once, then each checked sentence of the
+    /// LLM (see [`super::answer`]); without an LLM the extractive answer is one piece. A
+    /// closed sink stops the generation.
     #[tracing::instrument(skip_all, fields(top_k = p.top_k, initial_k = p.initial_k))]
     pub async fn query_streaming(
         &self,
         p: QueryParams,
-        sink: Option<&mpsc::Sender<String>>,
+        sink: Option<&mpsc::Sender<AnswerPiece>>,
     ) -> Result<QueryResponse> {
         let started = Instant::now();
         let Retrieved {
@@ -158,14 +163,12 @@ impl KnowledgeBase {
                 sink,
             })
             .await?;
-        let (answer, context, context_formatting, llm_generation, mode, grounding) = match generated
-        {
+        let (answer, context, context_formatting, llm_generation, grounding) = match generated {
             Some(g) => (
                 g.answer,
                 g.context,
                 checking + g.formatting,
                 generating.elapsed().saturating_sub(g.formatting),
-                "generative",
                 g.grounding,
             ),
             None => {
@@ -176,18 +179,27 @@ impl KnowledgeBase {
                 let (answer, grounding) = extractive(&p.question, &evidence);
                 if let Some(sink) = sink {
                     // The whole answer is one piece; a closed sink changes nothing now.
-                    let _ = sink.send(answer.clone()).await;
+                    let origin = if grounding.extractive_sentences > 0 {
+                        Origin::Extractive
+                    } else {
+                        Origin::NotInSources
+                    };
+                    let piece = AnswerPiece {
+                        text: answer.clone(),
+                        origin,
+                    };
+                    let _ = sink.send(piece).await;
                 }
                 (
                     answer,
                     context,
                     context_formatting,
                     generating.elapsed(),
-                    "extractive",
                     grounding,
                 )
             }
         };
+        let mode = grounding.answer_mode();
         let secs = |d: Duration| d.as_secs_f64();
         let timing = Timing {
             embedding: secs(embedding),
@@ -229,6 +241,9 @@ fn extractive(question: &str, evidence: &Evidence) -> (String, Grounding) {
             outcome(evidence, Vec::new(), "not_in_sources"),
         );
     }
-    let answer = extractive_sentences(evidence, ANSWER_SENTENCES, ANSWER_MARGIN);
-    (answer, outcome(evidence, Vec::new(), "extractive"))
+    let (answer, n) = extractive_sentences(evidence, ANSWER_SENTENCES, ANSWER_MARGIN);
+    (
+        answer,
+        outcome(evidence, Vec::new(), "extractive").shown(0, n),
+    )
 }

@@ -460,6 +460,65 @@ pub async fn sse_events(r: reqwest::Response) -> Vec<(String, Value)> {
     out
 }
 
+/// Checks that a knowledge-base answer's `answer_mode` says where its text comes from, as
+/// its `grounding` counts it: `extractive` with no sentence of the model, `generative`
+/// with no quoted one, `mixed` with both. Returns the mode.
+pub fn truthful_mode(answer: &Value) -> String {
+    let g = &answer["grounding"];
+    let generated = g["generated_sentences"]
+        .as_u64()
+        .expect("generated_sentences");
+    let quoted = g["extractive_sentences"]
+        .as_u64()
+        .expect("extractive_sentences");
+    let expected = match (generated, quoted) {
+        (0, _) => "extractive",
+        (_, 0) => "generative",
+        _ => "mixed",
+    };
+    assert_eq!(answer["answer_mode"], expected, "{answer}");
+    expected.to_owned()
+}
+
+/// Whether the LLM wrote (part of) this answer's candidates: its sentences were checked.
+pub fn model_wrote(answer: &Value) -> bool {
+    answer["grounding"]["sentences"]
+        .as_array()
+        .is_some_and(|s| !s.is_empty())
+}
+
+/// Reads an SSE response as it arrives: (seconds since `since` at which the event was
+/// read, event, data) for each event.
+pub async fn sse_events_timed(
+    mut r: reqwest::Response,
+    since: std::time::Instant,
+) -> Vec<(f64, String, Value)> {
+    assert_eq!(r.status().as_u16(), 200);
+    let mut buf: Vec<u8> = Vec::new();
+    let mut out = Vec::new();
+    while let Some(chunk) = r.chunk().await.expect("the stream reads") {
+        let at = since.elapsed().as_secs_f64();
+        buf.extend_from_slice(&chunk);
+        while let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
+            let msg: Vec<u8> = buf.drain(..end + 2).collect();
+            let msg = String::from_utf8(msg).expect("events are UTF-8");
+            let mut kind = None;
+            let mut data = None;
+            for line in msg.lines() {
+                if let Some(k) = line.strip_prefix("event: ") {
+                    kind = Some(k.to_owned());
+                } else if let Some(d) = line.strip_prefix("data: ") {
+                    data = Some(serde_json::from_str::<Value>(d).expect("data is JSON"));
+                }
+            }
+            if let (Some(k), Some(d)) = (kind, data) {
+                out.push((at, k, d));
+            }
+        }
+    }
+    out
+}
+
 // ---- In-process access to the services (conversation tests seed messages directly) ----
 
 impl TestServer {

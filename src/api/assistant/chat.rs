@@ -165,6 +165,11 @@ fn error_object(e: &AssistantError) -> Value {
 fn chat_event(e: ChatEvent) -> Event {
     match e {
         ChatEvent::Content(delta) => sse::event("content", json!({ "delta": delta })),
+        // A knowledge-base answer's piece says where it comes from.
+        ChatEvent::Answer(piece) => sse::event(
+            "content",
+            json!({ "delta": piece.text, "origin": piece.origin.as_str() }),
+        ),
         ChatEvent::ToolStart { tool_name, params } => sse::event(
             "tool_start",
             json!({ "tool_name": tool_name, "params": params }),

@@ -17,6 +17,7 @@ use utoipa::ToSchema;
 use crate::api::error::{ApiError, ErrorBody};
 use crate::api::extract::{check_range, ApiJson};
 use crate::api::sse;
+use crate::kb::answer::AnswerPiece;
 use crate::kb::query::{QueryParams, QueryResponse};
 use crate::state::AppState;
 
@@ -51,9 +52,10 @@ pub struct QueryRequest {
     /// LLM temperature override, 0.0-2.0.
     #[schema(minimum = 0.0, maximum = 2.0)]
     pub temperature: Option<f64>,
-    /// Answer as server-sent events: `token` events (`{"delta"}`) as the answer is
-    /// generated, then `done` carrying the whole response (or `error`). Not in the
-    /// contract; default false.
+    /// Answer as server-sent events: `token` events (`{"delta", "origin"}`) as the answer
+    /// is ready (sentences quoted from the sources first, `origin: extractive`, then the
+    /// LLM's checked sentences, `origin: generated`; deltas only ever append), then `done`
+    /// carrying the whole response (or `error`). Not in the contract; default false.
     #[serde(default)]
     #[schema(default = false)]
     pub stream: bool,
@@ -99,7 +101,8 @@ pub async fn query(
     Ok(sse::respond(stream_answer(state, params)).into_response())
 }
 
-/// Runs the query on its own task; pieces become `token` events, the response `done`.
+/// Runs the query on its own task; pieces become `token` events (with their origin), the
+/// response `done`.
 /// When the client goes away the event channel closes and the generation stops.
 fn stream_answer(
     state: AppState,
@@ -107,16 +110,13 @@ fn stream_answer(
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     let (events, rx) = mpsc::channel::<Event>(64);
     tokio::spawn(async move {
-        let (pieces_tx, mut pieces) = mpsc::channel::<String>(64);
+        let (pieces_tx, mut pieces) = mpsc::channel::<AnswerPiece>(64);
         let kb = state.kb.clone();
         let answering =
             tokio::spawn(async move { kb.query_streaming(params, Some(&pieces_tx)).await });
-        while let Some(delta) = pieces.recv().await {
-            if events
-                .send(sse::event("token", json!({ "delta": delta })))
-                .await
-                .is_err()
-            {
+        while let Some(piece) = pieces.recv().await {
+            let data = json!({ "delta": piece.text, "origin": piece.origin.as_str() });
+            if events.send(sse::event("token", data)).await.is_err() {
                 // The client left: dropping `pieces` closes the sink and stops the model.
                 drop(pieces);
                 answering.abort();

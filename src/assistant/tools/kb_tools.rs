@@ -2,9 +2,11 @@
 //! parameter types are in `kb_params`).
 
 use serde_json::{json, Value};
+use tokio::sync::mpsc;
 
 use super::kb_params::*;
 use crate::assistant::{Assistant, AssistantError};
+use crate::kb::answer::AnswerPiece;
 use crate::kb::filter::MetadataFilter;
 use crate::kb::ingest::{IngestSource, SourceType};
 use crate::kb::query::QueryParams;
@@ -56,18 +58,20 @@ impl Assistant {
         to_value(r)
     }
 
-    pub(super) async fn tool_ask_kb(&self, p: AskKb) -> Result<Value> {
-        let r = self
-            .kb
-            .query(QueryParams {
-                question: p.question,
-                top_k: p.top_k,
-                initial_k: initial_k(p.top_k),
-                include_timing: false,
-                include_context: false,
-                temperature: None,
-            })
-            .await?;
+    pub(super) async fn tool_ask_kb(
+        &self,
+        p: AskKb,
+        sink: Option<&mpsc::Sender<AnswerPiece>>,
+    ) -> Result<Value> {
+        let params = QueryParams {
+            question: p.question,
+            top_k: p.top_k,
+            initial_k: initial_k(p.top_k),
+            include_timing: false,
+            include_context: false,
+            temperature: None,
+        };
+        let r = self.kb.query_streaming(params, sink).await?;
         to_value(r)
     }
 

@@ -6,11 +6,13 @@ use std::time::Instant;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
+use tokio::sync::mpsc;
 
 use super::kb_params::NoParams;
 use super::ToolRegistry;
 use crate::assistant::users::CurrentUser;
 use crate::assistant::{Assistant, AssistantError};
+use crate::kb::answer::AnswerPiece;
 
 type Result<T> = std::result::Result<T, AssistantError>;
 
@@ -61,6 +63,19 @@ impl Assistant {
         name: &str,
         params: &Value,
     ) -> Result<ToolOutcome> {
+        self.run_tool_streaming(user, name, params, None).await
+    }
+
+    /// [`run_tool`](Self::run_tool), with the pieces of an `ask_knowledge_base` answer
+    /// sent to `answers` as they are ready (as `/query` streams them); other tools ignore
+    /// it.
+    pub async fn run_tool_streaming(
+        &self,
+        user: &CurrentUser,
+        name: &str,
+        params: &Value,
+        answers: Option<&mpsc::Sender<AnswerPiece>>,
+    ) -> Result<ToolOutcome> {
         let spec = self.tools.require(name)?;
         ToolRegistry::check_allowed(spec, user)?;
         if spec.requires_confirmation() {
@@ -71,20 +86,22 @@ impl Assistant {
         }
         let params = self.tools.validate(spec.name, params)?;
         let started = Instant::now();
-        Ok(match self.invoke(user, spec.name, params).await {
-            Ok(result) => ToolOutcome {
-                success: true,
-                result,
-                error: None,
-                execution_time_ms: millis(started),
+        Ok(
+            match self.invoke_with(user, spec.name, params, answers).await {
+                Ok(result) => ToolOutcome {
+                    success: true,
+                    result,
+                    error: None,
+                    execution_time_ms: millis(started),
+                },
+                Err(e) => ToolOutcome {
+                    success: false,
+                    result: Value::Null,
+                    error: Some(public_error(&e)),
+                    execution_time_ms: millis(started),
+                },
             },
-            Err(e) => ToolOutcome {
-                success: false,
-                result: Value::Null,
-                error: Some(public_error(&e)),
-                execution_time_ms: millis(started),
-            },
-        })
+        )
     }
 
     /// `execute_tool`: validates, then runs a low- or medium-risk tool at once, or holds a
@@ -130,9 +147,19 @@ impl Assistant {
     /// Runs a tool whose params are already validated and whose risk is already cleared
     /// (by the gate above or by a confirmation).
     pub(crate) async fn invoke(&self, user: &CurrentUser, name: &str, p: Value) -> Result<Value> {
+        self.invoke_with(user, name, p, None).await
+    }
+
+    async fn invoke_with(
+        &self,
+        user: &CurrentUser,
+        name: &str,
+        p: Value,
+        answers: Option<&mpsc::Sender<AnswerPiece>>,
+    ) -> Result<Value> {
         match name {
             "search_knowledge_base" => self.tool_search_kb(params(p)?).await,
-            "ask_knowledge_base" => self.tool_ask_kb(params(p)?).await,
+            "ask_knowledge_base" => self.tool_ask_kb(params(p)?, answers).await,
             "list_documents" => self.tool_list_documents(params(p)?).await,
             "get_document" => self.tool_get_document(params(p)?).await,
             "get_document_stats" => {

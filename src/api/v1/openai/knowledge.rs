@@ -1,7 +1,10 @@
 //! The `knowledge-base` model: the last user message is answered as `/api/v1/query`
 //! answers it (retrieval, grounding, `[n]` citations), the text followed by a "Sources:"
 //! list; the sources also come as the extension field `sources` (top level of the
-//! response, and on the final stream chunk). Usage counts the question and the answer
+//! response, and on the final stream chunk), beside `answer_mode` and a brief `grounding`
+//! (where the answer's sentences come from). Streamed, the answer's pieces are content
+//! deltas as `/query` sends them: sentences quoted from the sources first, then the
+//! LLM's checked sentences. Usage counts the question and the answer
 //! in the LLM's tokens (the retrieved context is not counted).
 
 use axum::response::{IntoResponse, Response};
@@ -14,6 +17,7 @@ use super::chat_request::{messages, params, ChatRequest};
 use super::chat_stream::{data, done, error_event, sse, Chunks};
 use super::models::unix_now;
 use crate::api::v1::openai_error::OpenAiError;
+use crate::kb::answer::AnswerPiece;
 use crate::kb::query::{QueryParams, QueryResponse, QuerySource};
 use crate::ml::llm::Role;
 use crate::state::AppState;
@@ -49,6 +53,16 @@ fn sources_json(sources: &[QuerySource]) -> Value {
                 "doc_id": s.doc_id, "score": s.score as f64})
         })
         .collect()
+}
+
+/// What was checked of the answer, in brief: where its sentences come from, with the
+/// counts (`/api/v1/query` has the per-sentence record).
+fn grounding_json(resp: &QueryResponse) -> Value {
+    let g = &resp.grounding;
+    json!({"outcome": g.outcome, "generated_sentences": g.generated_sentences,
+        "extractive_sentences": g.extractive_sentences, "repeated": g.repeated,
+        "supported": g.supported, "unsupported": g.unsupported, "off_topic": g.off_topic,
+        "answerable": g.answerable})
 }
 
 /// Tokens of `question` and `answer` (the LLM's tokenizer, else the embedder's).
@@ -103,6 +117,7 @@ pub async fn answer(state: AppState, req: ChatRequest) -> Result<Response, OpenA
         "usage": usage(prompt, completion),
         "sources": sources_json(&resp.sources),
         "answer_mode": resp.answer_mode,
+        "grounding": grounding_json(&resp),
     }))
     .into_response())
 }
@@ -113,7 +128,7 @@ fn stream(state: AppState, query: QueryParams, chunks: Chunks) -> impl IntoRespo
     let (tx, rx) = mpsc::channel(64);
     tokio::spawn(async move {
         let question = query.question.clone();
-        let (pieces_tx, mut pieces) = mpsc::channel::<String>(64);
+        let (pieces_tx, mut pieces) = mpsc::channel::<AnswerPiece>(64);
         let kb = state.kb.clone();
         let answering =
             tokio::spawn(async move { kb.query_streaming(query, Some(&pieces_tx)).await });
@@ -129,7 +144,7 @@ fn stream(state: AppState, query: QueryParams, chunks: Chunks) -> impl IntoRespo
         }
         while let Some(piece) = pieces.recv().await {
             if tx
-                .send(data(&chunks.delta(json!({"content": piece}), None)))
+                .send(data(&chunks.delta(json!({"content": piece.text}), None)))
                 .await
                 .is_err()
             {
@@ -156,6 +171,8 @@ fn stream(state: AppState, query: QueryParams, chunks: Chunks) -> impl IntoRespo
         let tail = sources_text(&resp.sources);
         let mut last = chunks.delta(json!({}), Some("stop"));
         last["sources"] = sources_json(&resp.sources);
+        last["answer_mode"] = json!(resp.answer_mode);
+        last["grounding"] = grounding_json(&resp);
         let mut events = Vec::new();
         if !tail.is_empty() {
             events.push(data(&chunks.delta(json!({"content": tail}), None)));
