@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::sync::{any_chunk_says, refusals, sources, within};
+use common::sync::{create_change_rename, refusals, sources, within};
 use common::{shared_dir, TestServer};
 use serde_json::Value;
 
@@ -368,33 +368,7 @@ async fn watch_mode_follows_create_change_rename_and_delete() {
         .unwrap();
     within("the first run", async || sources(&s).await == ["first.md"]).await;
 
-    std::fs::write(
-        docs.join("second.md"),
-        "# Second\n\nA created file about kestrels.\n",
-    )
-    .unwrap();
-    let took = within("a create", async || {
-        sources(&s).await.contains(&"second.md".into())
-    })
-    .await;
-    assert!(took < Duration::from_secs(2), "create seen after {took:?}");
-
-    std::fs::write(
-        docs.join("second.md"),
-        "# Second\n\nA changed file about ospreys.\n",
-    )
-    .unwrap();
-    let took = within("a change", async || any_chunk_says(&s, "ospreys").await).await;
-    assert!(took < Duration::from_secs(2), "change seen after {took:?}");
-    assert!(!any_chunk_says(&s, "kestrels").await);
-
-    std::fs::rename(docs.join("second.md"), docs.join("renamed.md")).unwrap();
-    let took = within("a rename", async || {
-        let now = sources(&s).await;
-        now.contains(&"renamed.md".into()) && !now.contains(&"second.md".into())
-    })
-    .await;
-    assert!(took < Duration::from_secs(2), "rename seen after {took:?}");
+    create_change_rename(&s, &docs).await;
 
     std::fs::remove_file(docs.join("first.md")).unwrap();
     let took = within("a delete", async || sources(&s).await == ["renamed.md"]).await;

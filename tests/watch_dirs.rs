@@ -9,7 +9,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::sync::{any_chunk_says, sources, within};
+use common::sync::{any_chunk_says, create_change_rename, sources, within};
 use common::{test_config, TestServer};
 
 async fn start(watched: &Path, data: &Path, keep_deleted: bool) -> TestServer {
@@ -40,33 +40,7 @@ async fn a_watched_folder_follows_every_change_and_catches_up_after_a_restart() 
     })
     .await;
 
-    std::fs::write(
-        docs.join("second.md"),
-        "# Second\n\nA created file about kestrels.\n",
-    )
-    .unwrap();
-    let took = within("a create", async || {
-        sources(&s).await.contains(&"second.md".into())
-    })
-    .await;
-    assert!(took < Duration::from_secs(2), "create seen after {took:?}");
-
-    std::fs::write(
-        docs.join("second.md"),
-        "# Second\n\nA changed file about ospreys.\n",
-    )
-    .unwrap();
-    let took = within("a change", async || any_chunk_says(&s, "ospreys").await).await;
-    assert!(took < Duration::from_secs(2), "change seen after {took:?}");
-    assert!(!any_chunk_says(&s, "kestrels").await);
-
-    std::fs::rename(docs.join("second.md"), docs.join("renamed.md")).unwrap();
-    let took = within("a rename", async || {
-        let now = sources(&s).await;
-        now.contains(&"renamed.md".into()) && !now.contains(&"second.md".into())
-    })
-    .await;
-    assert!(took < Duration::from_secs(2), "rename seen after {took:?}");
+    create_change_rename(&s, &docs).await;
     assert!(any_chunk_says(&s, "ospreys").await);
 
     std::fs::remove_file(docs.join("first.md")).unwrap();

@@ -49,3 +49,35 @@ pub fn refusals(summary: &Value) -> Vec<String> {
         .map(|r| format!("{}: {}", r["path"], r["reason"]))
         .collect()
 }
+
+/// In the watched folder `docs`: creates `second.md`, changes it, renames it to
+/// `renamed.md`; each must reach the knowledge base within 2 s.
+pub async fn create_change_rename(s: &TestServer, docs: &std::path::Path) {
+    std::fs::write(
+        docs.join("second.md"),
+        "# Second\n\nA created file about kestrels.\n",
+    )
+    .unwrap();
+    let took = within("a create", async || {
+        sources(s).await.contains(&"second.md".into())
+    })
+    .await;
+    assert!(took < Duration::from_secs(2), "create seen after {took:?}");
+
+    std::fs::write(
+        docs.join("second.md"),
+        "# Second\n\nA changed file about ospreys.\n",
+    )
+    .unwrap();
+    let took = within("a change", async || any_chunk_says(s, "ospreys").await).await;
+    assert!(took < Duration::from_secs(2), "change seen after {took:?}");
+    assert!(!any_chunk_says(s, "kestrels").await);
+
+    std::fs::rename(docs.join("second.md"), docs.join("renamed.md")).unwrap();
+    let took = within("a rename", async || {
+        let now = sources(s).await;
+        now.contains(&"renamed.md".into()) && !now.contains(&"second.md".into())
+    })
+    .await;
+    assert!(took < Duration::from_secs(2), "rename seen after {took:?}");
+}
