@@ -219,12 +219,7 @@ impl KnowledgeBase {
             return Ok(Some(GeneratedAnswer {
                 grounding: outcome(a.evidence, Vec::new(), "not_in_sources"),
                 answer,
-                generated: Generated {
-                    text: String::new(),
-                    prompt_tokens: 0,
-                    completion_tokens: 0,
-                    finish_reason: crate::ml::llm::FinishReason::Stop,
-                },
+                generated: Generated::nothing(),
                 context: format_context(a.hits),
                 passages_used: 0,
                 formatting: started.elapsed(),
@@ -264,12 +259,7 @@ impl KnowledgeBase {
                 return Ok(Some(GeneratedAnswer {
                     grounding: outcome(a.evidence, Vec::new(), "extractive").shown(0, n),
                     answer,
-                    generated: Generated {
-                        text: String::new(),
-                        prompt_tokens: 0,
-                        completion_tokens: 0,
-                        finish_reason: crate::ml::llm::FinishReason::Stop,
-                    },
+                    generated: Generated::nothing(),
                     context: fitted.context,
                     passages_used: fitted.passages_used,
                     formatting,

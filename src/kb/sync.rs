@@ -337,21 +337,30 @@ async fn delete_missing(
         .iter()
         .filter_map(|p| std::path::absolute(p).ok())
         .collect();
-    let gone: Vec<(PathBuf, Seen)> = saved
+    let recorded: Vec<(PathBuf, Seen)> = saved
         .files
         .iter()
-        .filter(|(p, _)| roots.iter().any(|r| p.starts_with(r)) && !p.exists())
+        .filter(|(p, _)| roots.iter().any(|r| p.starts_with(r)))
         .map(|(p, s)| (p.clone(), s.clone()))
         .collect();
+    // One look at the disk per recorded file: off the runtime.
+    let gone: Vec<(PathBuf, Seen)> = tokio::task::spawn_blocking(move || {
+        recorded.into_iter().filter(|(p, _)| !p.exists()).collect()
+    })
+    .await?;
+    if gone.is_empty() {
+        return Ok(());
+    }
     for (path, seen) in gone {
         if !seen.duplicate {
             sink.delete_source(&seen.name).await?;
             summary.deleted += 1;
         }
         saved.files.remove(&path);
-        save_state(saved, req).await?;
     }
-    Ok(())
+    // Saved once: a run stopped before this deletes the same sources again, and a
+    // source already gone is no error.
+    save_state(saved, req).await
 }
 
 impl Summary {

@@ -443,21 +443,26 @@ pub async fn sse_events(r: reqwest::Response) -> Vec<(String, Value)> {
     let body = r.text().await.unwrap();
     let mut out = Vec::new();
     for msg in body.split("\n\n").filter(|m| !m.trim().is_empty()) {
-        let mut kind = None;
-        let mut data = None;
-        for line in msg.lines() {
-            if let Some(k) = line.strip_prefix("event: ") {
-                kind = Some(k.to_owned());
-            } else if let Some(d) = line.strip_prefix("data: ") {
-                data = Some(serde_json::from_str::<Value>(d).expect("data is JSON"));
-            }
-        }
-        if let (Some(k), Some(d)) = (kind, data) {
+        if let Some((k, d)) = sse_event(msg) {
             assert_eq!(d["event"], k.as_str(), "data carries its event kind");
             out.push((k, d));
         }
     }
     out
+}
+
+/// One SSE message's event kind and JSON data (`None` without both).
+fn sse_event(msg: &str) -> Option<(String, Value)> {
+    let mut kind = None;
+    let mut data = None;
+    for line in msg.lines() {
+        if let Some(k) = line.strip_prefix("event: ") {
+            kind = Some(k.to_owned());
+        } else if let Some(d) = line.strip_prefix("data: ") {
+            data = Some(serde_json::from_str::<Value>(d).expect("data is JSON"));
+        }
+    }
+    Some((kind?, data?))
 }
 
 /// Checks that a knowledge-base answer's `answer_mode` says where its text comes from, as
@@ -502,16 +507,7 @@ pub async fn sse_events_timed(
         while let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
             let msg: Vec<u8> = buf.drain(..end + 2).collect();
             let msg = String::from_utf8(msg).expect("events are UTF-8");
-            let mut kind = None;
-            let mut data = None;
-            for line in msg.lines() {
-                if let Some(k) = line.strip_prefix("event: ") {
-                    kind = Some(k.to_owned());
-                } else if let Some(d) = line.strip_prefix("data: ") {
-                    data = Some(serde_json::from_str::<Value>(d).expect("data is JSON"));
-                }
-            }
-            if let (Some(k), Some(d)) = (kind, data) {
+            if let Some((k, d)) = sse_event(&msg) {
                 out.push((at, k, d));
             }
         }

@@ -70,11 +70,6 @@ impl IngestState {
             Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
         }
     }
-
-    /// Saves atomically (a temporary file renamed over the old one).
-    pub fn save(&self, path: &Path) -> anyhow::Result<()> {
-        write_atomically(path, &serde_json::to_vec(self)?)
-    }
 }
 
 /// Writes `bytes` to `path` atomically (a temporary file renamed over the old one).

@@ -58,6 +58,18 @@ pub struct Generated {
     pub finish_reason: FinishReason,
 }
 
+impl Generated {
+    /// No generation: nothing written, nothing read.
+    pub fn nothing() -> Self {
+        Self {
+            text: String::new(),
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            finish_reason: FinishReason::Stop,
+        }
+    }
+}
+
 /// How a generation ended, known once its text is all read.
 #[derive(Debug, Clone, Copy)]
 pub struct Finished {
