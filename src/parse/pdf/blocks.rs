@@ -249,9 +249,13 @@ fn breaks(para: &Para, line: &Line, body: &Body) -> bool {
     if gap > body.line_gap + 0.6 * em || gap < -0.5 * em {
         return true;
     }
+    // A change of weight or slant mid-sentence is emphasis, not a new block: a list
+    // item's bold lead ("IBM MT/ST: Introduced in 1964, this") going on in regular type
+    // on the next line ("machine combined ...").
+    let mid_sentence =
+        !ends_sentence(&para.text) && line.text.trim_start().starts_with(char::is_lowercase);
     if (line.size - prev.size).abs() > 0.12 * em
-        || line.bold != prev.bold
-        || line.italic != prev.italic
+        || (line.bold != prev.bold || line.italic != prev.italic) && !mid_sentence
     {
         return true;
     }
@@ -367,6 +371,41 @@ mod tests {
             lead: None,
             column: 0,
         }
+    }
+
+    #[test]
+    fn a_bold_line_going_on_in_regular_type_mid_sentence_is_one_paragraph() {
+        let body = Body {
+            size: 10.0,
+            bold: false,
+            italic: false,
+            line_gap: 2.0,
+        };
+        let first = line(
+            "IBM MT/ST (Magnetic Tape/Selectric Typewriter): Introduced in 1964, this",
+            10.0,
+        );
+        let mut next = line(
+            "machine combined IBM's Selectric typewriter with magnetic tape storage.",
+            10.0,
+        );
+        (next.bold, next.top, next.bottom) = (false, 112.0, 122.0);
+        let out = blocks(
+            vec![Piece::Line(first.clone()), Piece::Line(next.clone())],
+            &body,
+            1,
+        );
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].kind, BlockKind::Paragraph);
+        assert!(out[0].text.contains("1964, this machine combined"), "{out:?}");
+        // A bold line that ends its sentence, or a next line that starts one, still
+        // breaks: a heading over its paragraph.
+        let mut heading = first;
+        heading.text = "Early machines".into();
+        next.text = "Machines combined a typewriter with tape.".into();
+        let out = blocks(vec![Piece::Line(heading), Piece::Line(next)], &body, 1);
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert_eq!(out[0].kind, BlockKind::Heading(3));
     }
 
     #[test]
