@@ -16,6 +16,7 @@ pub mod ingest;
 pub mod metrics;
 pub mod parsing;
 pub mod query;
+pub mod question;
 pub mod reembed;
 pub mod scrape;
 pub mod search;

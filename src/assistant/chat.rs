@@ -254,7 +254,10 @@ impl Assistant {
         llm: SharedGenerator,
         sink: Option<&mpsc::Sender<ChatEvent>>,
     ) -> Result<ChatReply> {
-        let (hits, evidence) = self.turn_evidence(req, message).await;
+        // A long message is routed and answered by its question part (see
+        // `crate::kb::question`); the model still reads it whole where it writes freely.
+        let asked = crate::kb::question::question_part(message);
+        let (hits, evidence) = self.turn_evidence(req, &asked).await;
         let kb_answers = evidence.as_ref().is_some_and(|e| e.answerable());
         let kb = router::KbSignal {
             answerable: kb_answers,
@@ -276,7 +279,7 @@ impl Assistant {
                 let all = self.tools.list(None, true, user)?;
                 let route = self
                     .router
-                    .route(self.kb.embedder(), message, &all, kb)
+                    .route(self.kb.embedder(), &asked, &all, kb)
                     .await
                     .map_err(|e| AssistantError::from(crate::error::Error::from(e)))?;
                 kb_question = route.kb_question;
@@ -301,7 +304,7 @@ impl Assistant {
         // from it, or the statement that its sources do not hold one.
         if tools.is_empty() && kb_question && req.attachments.is_empty() {
             if let Some(evidence) = &evidence {
-                return self.grounded_turn(message, &hits, evidence, sink).await;
+                return self.grounded_turn(&asked, &hits, evidence, sink).await;
             }
         }
         let attachments: String = req

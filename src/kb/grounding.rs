@@ -49,15 +49,30 @@ const RELEVANT: f32 = 0.5;
 const MIN_RELEVANCE: f32 = 0.25;
 /// Share of the question's content terms the passages must hold between the two.
 const MIN_COVERAGE: f32 = 0.5;
-/// Relevance at which the sources' own sentences stand in for an answer whose every
-/// sentence was unsupported (see [`Evidence::strong`]).
+/// Share of the question's content terms the passages must hold for the cosine alone
+/// to make them answerable when the question is not in the Latin script: the default
+/// embedder (all-MiniLM-L6-v2) was trained on English and places any two texts of
+/// another script close together (Arabic questions and sentences on unrelated topics
+/// score 0.6-0.7), so there a close embedding with almost none of the question's words
+/// is no evidence.
+const MIN_COVERAGE_CLOSE: f32 = 0.4;
+/// Relevance at which the sources' own sentences are quoted as the answer (see
+/// [`Evidence::strong`]).
 const STRONG: f32 = 0.55;
+/// Share of the question's terms one sentence (with its section's headings) must hold
+/// for a cosine between [`RELEVANT`] and [`STRONG`] to make it quotable.
+const STRONG_SENTENCE_COVERAGE: f32 = 0.75;
 
 /// A source sentence with its passage and embedding.
 struct SourceSentence {
     passage: usize,
     text: String,
     vector: Vec<f32>,
+    /// Cosine to the question.
+    relevance: f32,
+    /// Share of the question's content terms the sentence and its section's headings
+    /// hold.
+    coverage: f32,
 }
 
 /// What the passages offer for one question (see the module docs).
@@ -66,7 +81,12 @@ pub struct Evidence {
     sentences: Vec<SourceSentence>,
     passage_terms: Vec<HashSet<String>>,
     passage_numbers: Vec<HashSet<String>>,
-    /// Best cosine between the question and a source sentence.
+    /// Per passage: whether it is beside the question (see [`beside_the_question`]).
+    beside: Vec<bool>,
+    /// Whether the question is written in the Latin script (see [`MIN_COVERAGE_CLOSE`]).
+    latin: bool,
+    /// Best cosine between the question and a source sentence (of a passage not beside
+    /// the question).
     pub relevance: f32,
     /// Share of the question's content terms found in the passages.
     pub coverage: f32,
@@ -80,36 +100,50 @@ impl Evidence {
             sentences: Vec::new(),
             passage_terms: Vec::new(),
             passage_numbers: Vec::new(),
+            beside: Vec::new(),
+            latin: true,
             relevance: 0.0,
             coverage: 0.0,
         }
     }
 
-    /// Whether the passages are close enough to the question to answer from.
+    /// Whether the passages are close enough to the question to answer from: a close
+    /// sentence ([`RELEVANT`]; in another script than Latin, in passages that hold some
+    /// of the question's words, [`MIN_COVERAGE_CLOSE`]), or a less close one in passages
+    /// that hold most of them.
     pub fn answerable(&self) -> bool {
+        let close = self.relevance >= RELEVANT
+            && (self.latin || self.coverage >= MIN_COVERAGE_CLOSE);
         !self.sentences.is_empty()
-            && (self.relevance >= RELEVANT
-                || (self.relevance >= MIN_RELEVANCE && self.coverage >= MIN_COVERAGE))
+            && (close || (self.relevance >= MIN_RELEVANCE && self.coverage >= MIN_COVERAGE))
     }
 
-    /// Whether the passages are strong enough for their own sentences to stand in for an
-    /// answer whose every sentence was unsupported: close to the question
-    /// ([`STRONG`]), or at the answerable bound ([`RELEVANT`]) and holding every content
-    /// term of the question (then
-    /// a near miss of the cosine bound, which moves with the embedder's rounding, does
-    /// not turn an answer the sources hold into "the sources do not say").
+    /// Whether the passages are strong enough for their own sentences to be quoted as the
+    /// answer: answerable, with a sentence of a passage not beside the question that is
+    /// close to it ([`STRONG`]), or at the answerable bound ([`RELEVANT`]) and itself
+    /// holding most of the question's terms (then a near miss of the cosine bound, which
+    /// moves with the embedder's rounding, does not turn an answer the sources hold into
+    /// "the sources do not say").
     pub fn strong(&self) -> bool {
-        self.relevance >= STRONG || (self.relevance >= RELEVANT && self.coverage >= 1.0)
+        self.answerable() && self.sentences.iter().any(|s| self.quotable(s))
+    }
+
+    fn quotable(&self, s: &SourceSentence) -> bool {
+        !self.beside[s.passage]
+            && (s.relevance >= STRONG
+                || (s.relevance >= RELEVANT && s.coverage >= STRONG_SENTENCE_COVERAGE))
     }
 
     /// Up to `n` source sentences closest to the question (those within `margin` of the
-    /// best), in the order they appear in the sources: (passage index, text).
+    /// best), in the order they appear in the sources: (passage index, text). Sentences
+    /// of passages beside the question are never chosen.
     pub fn best_sentences(&self, n: usize, margin: f32) -> Vec<(usize, &str)> {
         let mut scored: Vec<(usize, f32)> = self
             .sentences
             .iter()
             .enumerate()
-            .map(|(i, s)| (i, cosine(&self.question_vector, &s.vector)))
+            .filter(|(_, s)| !self.beside[s.passage])
+            .map(|(i, s)| (i, s.relevance))
             .collect();
         scored.sort_by(|a, b| b.1.total_cmp(&a.1));
         let mut seen = HashSet::new();
@@ -210,6 +244,76 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
+/// Whether most letters of `text` are Latin.
+fn latin_script(text: &str) -> bool {
+    let letters = text.chars().filter(|c| c.is_alphabetic());
+    let (mut latin, mut all) = (0usize, 0usize);
+    for c in letters {
+        all += 1;
+        latin += (c.is_ascii_alphabetic() || ('\u{00C0}'..='\u{024F}').contains(&c)) as usize;
+    }
+    latin * 2 >= all
+}
+
+/// Where a passage sits in its document.
+struct Section {
+    source: String,
+    path: String,
+    /// Terms of the headings from the document's title down to the passage's section.
+    path_terms: HashSet<String>,
+    /// Terms of the innermost heading.
+    heading_terms: HashSet<String>,
+}
+
+impl Section {
+    fn of(hit: &SearchHit) -> Self {
+        let field = |k: &str| {
+            hit.metadata
+                .get(k)
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let mut path = field("section_path");
+        if path.is_empty() {
+            path = field("title");
+        }
+        Section {
+            source: hit.source.clone(),
+            path_terms: text::terms(&path),
+            heading_terms: text::terms(&field("heading")),
+            path,
+        }
+    }
+}
+
+/// Per passage, whether it is beside the question: the question names a term that is the
+/// heading of another section of the same document (its sibling: "sick" in "Leave policy
+/// > Sick leave"), while this passage and its headings never use it. The document itself
+/// then tells the two topics apart, and this passage is about the other one: "How many
+/// days of paid sick leave do I get?" is not answered by the annual leave section's "25
+/// days of paid annual leave", however close the two sentences' embeddings are.
+fn beside_the_question(
+    asked: &HashSet<String>,
+    sections: &[Section],
+    passage_terms: &[HashSet<String>],
+) -> Vec<bool> {
+    (0..sections.len())
+        .map(|p| {
+            let own = &sections[p];
+            asked.iter().any(|t| {
+                !passage_terms[p].contains(t)
+                    && !own.path_terms.contains(t)
+                    && sections.iter().any(|other| {
+                        other.source == own.source
+                            && other.path != own.path
+                            && other.heading_terms.contains(t)
+                    })
+            })
+        })
+        .collect()
+}
+
 impl KnowledgeBase {
     /// Embeds `question` and the sentences of `hits` (see the module docs).
     pub async fn evidence(&self, question: &str, hits: &[SearchHit]) -> Result<Evidence> {
@@ -229,35 +333,49 @@ impl KnowledgeBase {
             self.embedder.embed(inputs).await?
         };
         let qv = vectors.remove(0);
+        let asked = text::terms(question);
+        let sections: Vec<Section> = hits.iter().map(Section::of).collect();
+        let share = |held: &dyn Fn(&String) -> bool| {
+            if asked.is_empty() {
+                0.0
+            } else {
+                asked.iter().filter(|t| held(t)).count() as f32 / asked.len() as f32
+            }
+        };
         let sentences: Vec<SourceSentence> = sentences
             .into_iter()
             .zip(vectors)
-            .map(|((passage, text), vector)| SourceSentence {
-                passage,
-                text,
-                vector,
+            .map(|((passage, text), vector)| {
+                let own = text::terms(&text);
+                let path = &sections[passage].path_terms;
+                SourceSentence {
+                    passage,
+                    relevance: cosine(&qv, &vector),
+                    coverage: share(&|t| own.contains(t) || path.contains(t)),
+                    text,
+                    vector,
+                }
             })
             .collect();
         let passage_terms: Vec<HashSet<String>> =
             hits.iter().map(|h| text::terms(&h.text)).collect();
         let passage_numbers: Vec<HashSet<String>> =
             hits.iter().map(|h| text::numbers(&h.text)).collect();
+        let beside = beside_the_question(&asked, &sections, &passage_terms);
         let relevance = sentences
             .iter()
-            .map(|s| cosine(&qv, &s.vector))
+            .filter(|s| !beside[s.passage])
+            .map(|s| s.relevance)
             .fold(0.0f32, f32::max);
-        let asked = text::terms(question);
         let all: HashSet<&String> = passage_terms.iter().flatten().collect();
-        let coverage = if asked.is_empty() {
-            0.0
-        } else {
-            asked.iter().filter(|t| all.contains(t)).count() as f32 / asked.len() as f32
-        };
+        let coverage = share(&|t| all.contains(t));
         Ok(Evidence {
             question_vector: qv,
             sentences,
             passage_terms,
             passage_numbers,
+            beside,
+            latin: latin_script(question),
             relevance,
             coverage,
         })
@@ -343,10 +461,15 @@ fn check_one(sentence: &str, vector: &[f32], ev: &Evidence) -> SentenceCheck {
     // restates (a true fact from beside the point, with words of the question added to
     // it, is not an answer).
     let near = MIN_ON_TOPIC.max(ev.relevance - ON_TOPIC_MARGIN);
-    let on_topic = vector.is_empty()
+    let close = vector.is_empty()
         || ev.question_vector.is_empty()
         || (cosine(vector, &ev.question_vector) >= near
-            && closest.is_none_or(|(_, s)| cosine(&s.vector, &ev.question_vector) >= near));
+            && closest.is_none_or(|(_, s)| s.relevance >= near));
+    // A sentence drawn from passages beside the question (see [`beside_the_question`])
+    // answers another one.
+    let beside = !sources.is_empty() && sources.iter().all(|&p| ev.beside[p])
+        || closest.is_some_and(|(_, s)| ev.beside[s.passage]);
+    let on_topic = close && !beside;
     SentenceCheck {
         text: sentence.to_owned(),
         supported,
@@ -403,6 +526,8 @@ mod tests {
             sentences: Vec::new(),
             passage_terms: passages.iter().map(|p| text::terms(p)).collect(),
             passage_numbers: passages.iter().map(|p| text::numbers(p)).collect(),
+            beside: vec![false; passages.len()],
+            latin: true,
             relevance: 0.0,
             coverage: 0.0,
         }
@@ -447,11 +572,15 @@ mod tests {
                 passage: 0,
                 text: passages[0].into(),
                 vector: unit([0.6, 0.0, 0.8]),
+                relevance: 0.6,
+                coverage: 0.0,
             },
             SourceSentence {
                 passage: 1,
                 text: passages[1].into(),
                 vector: unit([0.0, 1.0, 0.0]),
+                relevance: 0.0,
+                coverage: 0.0,
             },
         ];
         ev.relevance = 0.6;
@@ -469,6 +598,99 @@ mod tests {
             &ev,
         );
         assert!(answer.supported && answer.on_topic, "{answer:?}");
+    }
+
+    fn hit(source: &str, path: &str, text: &str) -> SearchHit {
+        let heading = path.rsplit(" > ").next().unwrap_or_default();
+        let metadata = serde_json::json!({"section_path": path, "heading": heading});
+        SearchHit {
+            text: text.into(),
+            source: source.into(),
+            metadata: metadata.as_object().unwrap().clone(),
+            score: 1.0,
+            doc_id: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_section_whose_sibling_the_question_names_is_beside_it() {
+        let hits = [
+            hit(
+                "leave.md",
+                "Leave policy > Annual leave",
+                "Every employee gets 25 days of paid annual leave per year.",
+            ),
+            hit(
+                "leave.md",
+                "Leave policy > Sick leave",
+                "A doctor's note is required from the fourth day of sickness.",
+            ),
+            hit(
+                "leave.md",
+                "Leave policy > Requesting leave",
+                "Sick days are reported to HR; leave is requested two weeks ahead.",
+            ),
+            // Another document's heading tells nothing about this one's sections.
+            hit("travel.md", "Travel", "Hotels are paid up to 120 euros a night."),
+        ];
+        let sections: Vec<Section> = hits.iter().map(Section::of).collect();
+        let terms: Vec<HashSet<String>> = hits.iter().map(|h| text::terms(&h.text)).collect();
+        let asked = text::terms("How many days of paid sick leave do I get per year?");
+        assert_eq!(
+            beside_the_question(&asked, &sections, &terms),
+            // Annual leave never says "sick"; the third passage does, in its text.
+            vec![true, false, false, false]
+        );
+        let asked = text::terms("How many days of leave do I get?");
+        assert_eq!(
+            beside_the_question(&asked, &sections, &terms),
+            vec![false; 4]
+        );
+        // "travel" is another document's heading: not a sibling of the leave sections.
+        let asked = text::terms("How many days of leave do I get for travel?");
+        assert_eq!(
+            beside_the_question(&asked, &sections, &terms),
+            vec![false; 4]
+        );
+    }
+
+    #[test]
+    fn quoting_needs_a_close_sentence_and_most_of_the_question_words() {
+        let mut ev = evidence(&["Der Laden öffnet um acht Uhr."]);
+        ev.question_vector = vec![1.0];
+        let sentence = |relevance, coverage| SourceSentence {
+            passage: 0,
+            text: "Der Laden öffnet um acht Uhr.".into(),
+            vector: vec![1.0],
+            relevance,
+            coverage,
+        };
+        ev.sentences = vec![sentence(0.7, 0.25)];
+        ev.relevance = 0.7;
+        ev.coverage = 0.33;
+        // A close embedding in the Latin script: answerable (a paraphrase).
+        assert!(ev.answerable());
+        // In another script the passages must hold some of what was asked: the embedder
+        // places any two texts of a script it does not know close together.
+        ev.latin = false;
+        assert!(!ev.answerable() && !ev.strong());
+        ev.latin = true;
+        ev.sentences = vec![sentence(0.7, 0.5)];
+        assert!(ev.answerable() && ev.strong());
+        ev.latin = false;
+        assert!(!latin_script("هل يوجد نادٍ رياضي في المكتب؟"));
+        assert!(latin_script("Où est le café? P-104"));
+        ev.coverage = 0.4;
+        assert!(ev.answerable() && ev.strong());
+        // Just under the strong cosine: quotable only when the sentence itself holds
+        // most of the question's terms.
+        ev.sentences = vec![sentence(0.54, 0.5)];
+        ev.relevance = 0.54;
+        assert!(ev.answerable() && !ev.strong());
+        ev.sentences = vec![sentence(0.54, 0.8)];
+        assert!(ev.strong());
+        ev.beside = vec![true];
+        assert!(!ev.strong() && ev.best_sentences(2, 0.1).is_empty());
     }
 
     #[test]

@@ -36,6 +36,7 @@ pub struct QuerySource {
     pub title: String,
     pub source: String,
     pub section: String,
+    /// Relevance to the question in [0, 1] (see [`SearchHit::score`]).
     pub score: f32,
     pub doc_id: String,
 }
@@ -133,6 +134,15 @@ impl KnowledgeBase {
         sink: Option<&mpsc::Sender<AnswerPiece>>,
     ) -> Result<QueryResponse> {
         let started = Instant::now();
+        // A long message is answered by its question part (see `super::question`).
+        let asked = super::question::question_part(&p.question).into_owned();
+        if asked.len() != p.question.len() {
+            tracing::info!(
+                chars = p.question.chars().count(),
+                question = %asked,
+                "long question reduced to its question part"
+            );
+        }
         let Retrieved {
             hits,
             embedding,
@@ -140,7 +150,7 @@ impl KnowledgeBase {
             reranking,
         } = self
             .retrieve(SearchParams {
-                query: p.question.clone(),
+                query: asked.clone(),
                 top_k: p.top_k,
                 initial_k: p.initial_k,
                 mode: Default::default(),
@@ -150,13 +160,13 @@ impl KnowledgeBase {
         let evidence = if hits.is_empty() {
             Evidence::empty()
         } else {
-            self.evidence(&p.question, &hits).await?
+            self.evidence(&asked, &hits).await?
         };
         let checking = checking.elapsed();
         let generating = Instant::now();
         let generated = self
             .generate_answer(GenerateAnswer {
-                question: &p.question,
+                question: &asked,
                 hits: &hits,
                 evidence: &evidence,
                 temperature: p.temperature,
@@ -176,7 +186,7 @@ impl KnowledgeBase {
                 let context = format_context(&hits);
                 let context_formatting = checking + formatting.elapsed();
                 let generating = Instant::now();
-                let (answer, grounding) = extractive(&p.question, &evidence);
+                let (answer, grounding) = extractive(&asked, &evidence);
                 if let Some(sink) = sink {
                     // The whole answer is one piece; a closed sink changes nothing now.
                     let origin = if grounding.extractive_sentences > 0 {

@@ -17,7 +17,11 @@ pub fn read(tool: &str, message: &str, top_source: Option<&str>) -> Map<String, 
         }
     };
     match tool {
-        "ask_knowledge_base" => put("question", Some(message.trim().to_owned())),
+        // A long message asks its question part (see `crate::kb::question`).
+        "ask_knowledge_base" => put(
+            "question",
+            Some(crate::kb::question::question_part(message).trim().to_owned()),
+        ),
         "search_knowledge_base" | "search_conversations" => put("query", Some(topic(message))),
         "scrape_url" => put("url", url(message)),
         "get_document" | "delete_document" => put("document_id", id(message)),
@@ -191,6 +195,22 @@ mod tests {
         read(tool, message, Some("leave-policy.md"))
             .get(key)
             .and_then(|v| v.as_str().map(str::to_owned))
+    }
+
+    #[test]
+    fn a_long_message_asks_the_knowledge_base_its_question_part() {
+        let long = format!(
+            "{} how often are the bearings of pump P-104 lubricated?",
+            "We moved two meetings and the printer was repaired. ".repeat(80)
+        );
+        assert_eq!(
+            one("ask_knowledge_base", &long, "question").as_deref(),
+            Some("how often are the bearings of pump P-104 lubricated?")
+        );
+        assert_eq!(
+            one("ask_knowledge_base", " Can I work from home? ", "question").as_deref(),
+            Some("Can I work from home?")
+        );
     }
 
     #[test]
