@@ -29,6 +29,9 @@ pub trait VectorStore: Send + Sync {
     ) -> anyhow::Result<()>;
     /// The `k` nearest vectors to `query` by cosine similarity, nearest first.
     fn search(&self, query: &[f32], k: usize) -> anyhow::Result<Vec<Hit>>;
+    /// The cosine similarity of `query` with each stored vector of `keys` (`None` for a
+    /// key that has none).
+    fn similarity(&self, query: &[f32], keys: &[u64]) -> anyhow::Result<Vec<Option<f32>>>;
     /// Number of vectors.
     fn count(&self) -> u64;
     /// Store generation of the last `apply`.

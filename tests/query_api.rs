@@ -1,5 +1,6 @@
 //! `/query` (extractive without an LLM), hybrid retrieval against each retriever alone,
-//! Arabic normalisation, and a real cross-encoder (random weights, real files) reranking.
+//! calibrated scores (a relevance that means the same across queries), Arabic
+//! normalisation, and a real cross-encoder (random weights, real files) reranking.
 
 mod common;
 
@@ -205,6 +206,57 @@ async fn hybrid_beats_each_retriever_alone() {
     assert_eq!(top(RetrievalMode::Bm25, ar).await, "arabic.md");
     assert_eq!(top(RetrievalMode::Hybrid, ar).await, "arabic.md");
     state.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scores_are_a_relevance_that_means_the_same_across_queries() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    load(&s).await;
+    let search = |q: &'static str| {
+        let s = &s;
+        async move {
+            let (st, r) = s
+                .post_json("/api/v1/search", &json!({"query": q, "top_k": 5}))
+                .await;
+            assert_eq!(st, 200, "{r}");
+            r["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| {
+                    (
+                        h["source"].as_str().unwrap().to_owned(),
+                        h["score"].as_f64().unwrap(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        }
+    };
+    // The relevant passage of each query scores above 0.5, the best passage of a query
+    // the knowledge base knows nothing about scores below it (the fused rank score gave
+    // every query's first result 1.0).
+    for q in [
+        "How do I reset my password?",
+        "How often should a torque wrench be calibrated?",
+    ] {
+        let r = search(q).await;
+        assert_eq!(r[0].0, "guide.md", "{q}: {r:?}");
+        assert!(r[0].1 > 0.5, "{q}: {r:?}");
+        assert!(r.iter().all(|(_, s)| (0.0..=1.0).contains(s)), "{r:?}");
+        assert!(
+            r.windows(2).all(|w| w[0].1 >= w[1].1),
+            "in score order: {r:?}"
+        );
+    }
+    for q in [
+        "What is the capital of Peru?",
+        "Who won the football world cup in 1998?",
+    ] {
+        let r = search(q).await;
+        assert!(r.iter().all(|(_, s)| *s < 0.5), "{q}: {r:?}");
+    }
+    s.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

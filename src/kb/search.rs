@@ -1,9 +1,13 @@
 //! Hybrid retrieval: the query's `initial_k` nearest chunks from the vector index and
 //! its `initial_k` best BM25 matches from the full-text index are fused by reciprocal
-//! rank, read from SQLite (the source of truth), optionally reranked by the
-//! cross-encoder, and the best `top_k` returned. Arabic is matched in its normalised
-//! form on both sides.
+//! rank (the best `initial_k` of both kept), scored by calibrated relevance (see
+//! [`relevance`]) and ordered by it, read from SQLite (the source of truth), optionally
+//! reranked by the cross-encoder, and the best `top_k` returned. Arabic is matched in
+//! its normalised form on both sides.
 
+pub mod relevance;
+
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use super::{Document, KnowledgeBase, SearchHit, SearchResponse};
@@ -58,9 +62,9 @@ impl KnowledgeBase {
         })
     }
 
-    /// Hybrid retrieval. Scores, higher is better: the cross-encoder's relevance
-    /// (a probability, 0-1) when a reranker is loaded, else the fused reciprocal-rank
-    /// score scaled so that a chunk ranked first by both retrievers scores 1.0.
+    /// Hybrid retrieval. Scores, higher is better, results in their order: the
+    /// cross-encoder's relevance (a probability, 0-1) when a reranker is loaded, else the
+    /// calibrated relevance of the cosine and the keyword evidence (see [`relevance`]).
     #[tracing::instrument(skip_all, fields(top_k = p.top_k, initial_k = p.initial_k))]
     pub async fn retrieve(&self, p: SearchParams) -> Result<Retrieved> {
         let query = p.query.trim().to_owned();
@@ -84,12 +88,12 @@ impl KnowledgeBase {
         let k = p.initial_k.max(p.top_k);
         let (vectors, fulltext) = (self.vectors.clone(), self.fulltext.clone());
         let mode = p.mode;
-        let (dense, sparse) = self
+        let (candidates, dense_count, sparse_count) = self
             .search_gate
             .run_blocking(move || -> anyhow::Result<_> {
-                let dense: Vec<u64> = match mode {
+                let dense = match mode {
                     RetrievalMode::Bm25 => Vec::new(),
-                    _ => vectors.search(&qv, k)?.into_iter().map(|h| h.key).collect(),
+                    _ => vectors.search(&qv, k)?,
                 };
                 let sparse: Vec<u64> = match mode {
                     RetrievalMode::Dense => Vec::new(),
@@ -99,19 +103,41 @@ impl KnowledgeBase {
                         .map(|(key, _)| key)
                         .collect(),
                 };
-                Ok((dense, sparse))
+                let dense_keys: Vec<u64> = dense.iter().map(|h| h.key).collect();
+                let mut fused = fusion::reciprocal_rank(&[&dense_keys, &sparse]);
+                fused.truncate(k);
+                // Each candidate's cosine: the vector search's, else its stored vector's.
+                let mut cosine: HashMap<u64, f32> =
+                    dense.iter().map(|h| (h.key, h.similarity)).collect();
+                let missing: Vec<u64> = fused
+                    .iter()
+                    .map(|(key, _)| *key)
+                    .filter(|key| !cosine.contains_key(key))
+                    .collect();
+                for (key, c) in missing.iter().zip(vectors.similarity(&qv, &missing)?) {
+                    cosine.insert(*key, c.unwrap_or(0.0));
+                }
+                // Scored by calibrated relevance and ordered by it (a stable sort: ties
+                // keep the fused order).
+                let mut scored: Vec<(u64, f32)> = fused
+                    .iter()
+                    .map(|(key, _)| {
+                        let kw = relevance::keyword(sparse.iter().position(|s| s == key));
+                        (*key, relevance::relevance(cosine[key], kw))
+                    })
+                    .collect();
+                scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+                Ok((scored, dense.len(), sparse.len()))
             })
             .await??;
-        let mut fused = fusion::reciprocal_rank(&[&dense, &sparse]);
-        fused.truncate(k);
-        let keys: Vec<u64> = fused.iter().map(|(key, _)| *key).collect();
+        let keys: Vec<u64> = candidates.iter().map(|(key, _)| *key).collect();
         let rows = self
             .store
             .read(move |c| repo::chunks_by_keys(c, &keys))
             .await?;
         let mut by_key: std::collections::HashMap<u64, _> =
             rows.into_iter().map(|r| (r.key, r)).collect();
-        let mut hits: Vec<SearchHit> = fused
+        let mut hits: Vec<SearchHit> = candidates
             .iter()
             .filter_map(|(key, score)| {
                 let doc = Document::from(by_key.remove(key)?);
@@ -146,8 +172,8 @@ impl KnowledgeBase {
         };
         hits.truncate(p.top_k);
         tracing::info!(
-            dense = dense.len(),
-            bm25 = sparse.len(),
+            dense = dense_count,
+            bm25 = sparse_count,
             results = hits.len(),
             embed_ms = embedding.as_millis() as u64,
             search_ms = vector_search.as_millis() as u64,

@@ -54,7 +54,9 @@ pub struct SearchHit {
     pub source: String,
     #[schema(value_type = Object)]
     pub metadata: Map<String, Value>,
-    /// Cosine similarity of query and chunk: higher is better, at most 1.
+    /// Relevance to the query in [0, 1], the same across queries (0.5: as likely relevant
+    /// as not): the cross-encoder's with a reranker, else calibrated from the cosine and
+    /// the keyword match (see `kb::search::relevance`). Results are in its order.
     pub score: f32,
     pub doc_id: String,
 }

@@ -47,6 +47,20 @@ pub struct VectorIndex {
     saving: Mutex<()>,
 }
 
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let (mut dot, mut na, mut nb) = (0.0f32, 0.0f32, 0.0f32);
+    for (x, y) in a.iter().zip(b) {
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+    }
+    if na == 0.0 || nb == 0.0 {
+        0.0
+    } else {
+        dot / (na.sqrt() * nb.sqrt())
+    }
+}
+
 /// One nearest neighbour: chunk key and cosine similarity (higher is closer).
 #[derive(Debug, Clone, Copy)]
 pub struct Hit {
@@ -281,6 +295,30 @@ impl VectorIndex {
             .collect())
     }
 
+    /// The cosine similarity of `query` with the stored vector of each of `keys` (stored
+    /// as f32, as they were added).
+    pub fn similarity(&self, query: &[f32], keys: &[u64]) -> anyhow::Result<Vec<Option<f32>>> {
+        anyhow::ensure!(
+            query.len() == self.dim,
+            "query of {} dims, index has {}",
+            query.len(),
+            self.dim
+        );
+        let index = self.index.read();
+        let mut v = vec![0.0f32; self.dim];
+        keys.iter()
+            .map(|&k| {
+                if !index.contains(k) {
+                    return Ok(None);
+                }
+                let n = index
+                    .get(k, &mut v)
+                    .map_err(|e| anyhow::anyhow!("usearch get: {e}"))?;
+                Ok((n > 0).then(|| cosine(&v, query)))
+            })
+            .collect()
+    }
+
     /// Writes the index and its sidecar atomically if anything changed since the last save.
     pub fn save_if_dirty(&self) -> anyhow::Result<bool> {
         let _saving = self.saving.lock();
@@ -356,6 +394,10 @@ impl super::VectorStore for VectorIndex {
 
     fn clear(&self) -> anyhow::Result<()> {
         VectorIndex::clear(self)
+    }
+
+    fn similarity(&self, query: &[f32], keys: &[u64]) -> anyhow::Result<Vec<Option<f32>>> {
+        VectorIndex::similarity(self, query, keys)
     }
 
     fn location(&self) -> String {
