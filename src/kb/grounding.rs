@@ -112,8 +112,8 @@ impl Evidence {
     /// of the question's words, [`MIN_COVERAGE_CLOSE`]), or a less close one in passages
     /// that hold most of them.
     pub fn answerable(&self) -> bool {
-        let close = self.relevance >= RELEVANT
-            && (self.latin || self.coverage >= MIN_COVERAGE_CLOSE);
+        let close =
+            self.relevance >= RELEVANT && (self.latin || self.coverage >= MIN_COVERAGE_CLOSE);
         !self.sentences.is_empty()
             && (close || (self.relevance >= MIN_RELEVANCE && self.coverage >= MIN_COVERAGE))
     }
@@ -631,7 +631,11 @@ mod tests {
                 "Sick days are reported to HR; leave is requested two weeks ahead.",
             ),
             // Another document's heading tells nothing about this one's sections.
-            hit("travel.md", "Travel", "Hotels are paid up to 120 euros a night."),
+            hit(
+                "travel.md",
+                "Travel",
+                "Hotels are paid up to 120 euros a night.",
+            ),
         ];
         let sections: Vec<Section> = hits.iter().map(Section::of).collect();
         let terms: Vec<HashSet<String>> = hits.iter().map(|h| text::terms(&h.text)).collect();

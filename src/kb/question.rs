@@ -18,10 +18,50 @@ const SHORT_QUESTION_WORDS: usize = 3;
 
 /// Words that open a question, lower-cased (English and Arabic).
 const QUESTION_WORDS: &[&str] = &[
-    "what", "when", "where", "who", "whom", "whose", "which", "why", "how", "is", "are",
-    "was", "were", "do", "does", "did", "can", "could", "should", "would", "will", "may",
-    "must", "has", "have", "had", "tell", "explain", "list", "name", "give", "show",
-    "describe", "متى", "ما", "ماذا", "كيف", "كم", "أين", "اين", "من", "هل", "لماذا", "أي",
+    "what",
+    "when",
+    "where",
+    "who",
+    "whom",
+    "whose",
+    "which",
+    "why",
+    "how",
+    "is",
+    "are",
+    "was",
+    "were",
+    "do",
+    "does",
+    "did",
+    "can",
+    "could",
+    "should",
+    "would",
+    "will",
+    "may",
+    "must",
+    "has",
+    "have",
+    "had",
+    "tell",
+    "explain",
+    "list",
+    "name",
+    "give",
+    "show",
+    "describe",
+    "متى",
+    "ما",
+    "ماذا",
+    "كيف",
+    "كم",
+    "أين",
+    "اين",
+    "من",
+    "هل",
+    "لماذا",
+    "أي",
 ];
 
 /// `message` whole when it is short, else its question part (see the module docs).
@@ -39,10 +79,7 @@ pub fn question_part(message: &str) -> Cow<'_, str> {
     let Some(last) = sentences.len().checked_sub(1) else {
         return Cow::Borrowed(message);
     };
-    let at = sentences
-        .iter()
-        .rposition(|s| asks(s))
-        .unwrap_or(last);
+    let at = sentences.iter().rposition(|s| asks(s)).unwrap_or(last);
     let mut part = sentences[at].to_owned();
     if at > 0 && part.split_whitespace().count() < SHORT_QUESTION_WORDS {
         part = format!("{} {part}", sentences[at - 1]);
@@ -118,12 +155,21 @@ mod tests {
 
     #[test]
     fn without_a_question_the_last_sentence_is_kept_and_cut_at_a_word() {
-        let msg = format!("{} Please summarise the travel policy for me", background(1000));
-        assert_eq!(question_part(&msg), "Please summarise the travel policy for me");
+        let msg = format!(
+            "{} Please summarise the travel policy for me",
+            background(1000)
+        );
+        assert_eq!(
+            question_part(&msg),
+            "Please summarise the travel policy for me"
+        );
         let long = format!("{}?", "word ".repeat(200));
         let part = question_part(&long);
         assert!(part.chars().count() <= MAX_REDUCED_CHARS, "{part}");
-        assert!(part.starts_with("word") && part.ends_with("word ?"), "{part}");
+        assert!(
+            part.starts_with("word") && part.ends_with("word ?"),
+            "{part}"
+        );
         let arabic = format!("{} متى يفتح المكتب؟", "نص طويل جدا. ".repeat(60));
         assert_eq!(question_part(&arabic), "متى يفتح المكتب؟");
     }

@@ -20,7 +20,11 @@ pub fn read(tool: &str, message: &str, top_source: Option<&str>) -> Map<String, 
         // A long message asks its question part (see `crate::kb::question`).
         "ask_knowledge_base" => put(
             "question",
-            Some(crate::kb::question::question_part(message).trim().to_owned()),
+            Some(
+                crate::kb::question::question_part(message)
+                    .trim()
+                    .to_owned(),
+            ),
         ),
         "search_knowledge_base" | "search_conversations" => put("query", Some(topic(message))),
         "scrape_url" => put("url", url(message)),

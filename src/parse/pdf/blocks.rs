@@ -397,7 +397,10 @@ mod tests {
         );
         assert_eq!(out.len(), 1, "{out:?}");
         assert_eq!(out[0].kind, BlockKind::Paragraph);
-        assert!(out[0].text.contains("1964, this machine combined"), "{out:?}");
+        assert!(
+            out[0].text.contains("1964, this machine combined"),
+            "{out:?}"
+        );
         // A bold line that ends its sentence, or a next line that starts one, still
         // breaks: a heading over its paragraph.
         let mut heading = first;
