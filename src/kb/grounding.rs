@@ -28,8 +28,11 @@ use crate::error::Result;
 /// Share of a sentence's content terms a passage must hold for lexical support: at most
 /// a quarter of what it says may be words of its own.
 const MIN_OVERLAP: f32 = 0.75;
-/// With this much overlap (most of what it says), a close embedding is enough.
-const MIN_OVERLAP_WITH_SIMILARITY: f32 = 0.6;
+/// With this much overlap (most of what it says), a close embedding is enough. At 0.6 a
+/// sentence of six terms could add two of its own to a close source sentence ("a
+/// cartoon duck with a paper cutout of a chicken" from "a cartoon duck holding a
+/// paper").
+const MIN_OVERLAP_WITH_SIMILARITY: f32 = 0.7;
 /// Cosine between a sentence and a source sentence that counts as close.
 const CLOSE_SIMILARITY: f32 = 0.75;
 /// Cosine that counts as support with less overlap (a paraphrase).
@@ -456,7 +459,11 @@ fn check_one(sentence: &str, vector: &[f32], ev: &Evidence) -> SentenceCheck {
     sources.sort_by(|&a, &b| (overlap[b] + similarity[b]).total_cmp(&(overlap[a] + similarity[a])));
     sources.truncate(2);
     // Numbers may be spread over the supporting passages; each must be in one of them.
-    let supported = !refusal && !sources.is_empty() && missing_numbers.is_empty();
+    // A question ("When should carried-over days be taken?") or a lone word ("Berries")
+    // states nothing, whatever a source holds.
+    let claim =
+        !sentence.trim_end().ends_with(['?', '؟']) && sentence.split_whitespace().count() >= 2;
+    let supported = claim && !refusal && !sources.is_empty() && missing_numbers.is_empty();
     // On topic: the sentence bears on the question, and so does the source sentence it
     // restates (a true fact from beside the point, with words of the question added to
     // it, is not an answer).
@@ -553,6 +560,10 @@ mod tests {
         assert!(!invented.supported, "{invented:?}");
         let refusal = check_one("The sources do not say how long sick leave is.", &[], &ev);
         assert!(refusal.refusal && !refusal.supported);
+        // Questions and lone words state nothing.
+        let asked = check_one("Do employees get 25 days of paid annual leave?", &[], &ev);
+        assert!(!asked.supported && asked.overlap >= 0.75, "{asked:?}");
+        assert!(!check_one("Passwords", &[], &ev).supported);
     }
 
     #[test]

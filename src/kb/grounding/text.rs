@@ -310,6 +310,8 @@ pub fn answer_sentences(text: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for line in text.lines() {
         for s in crate::chunk::sentences(line) {
+            let s = without_lead_in(s);
+            let s = s.as_str();
             let (bare, cited) = strip_citations(s);
             // "[2]." or "[1][3]" alone: the markers of the sentence before.
             let bare_is_empty = bare
@@ -328,9 +330,69 @@ pub fn answer_sentences(text: &str) -> Vec<String> {
     out
 }
 
+/// Phrases a small model puts before what it says, lower-cased.
+const LEAD_INS: &[&str] = &[
+    "the answer to your question is",
+    "the answer to this question is",
+    "the answer to the question is",
+    "here is the answer",
+    "the answer is",
+    "answer",
+];
+
+/// `sentence` without a lead-in that says nothing ("The answer is: Every 90 days [1]."
+/// reads "Every 90 days [1]."), its first letter made upper-case.
+fn without_lead_in(sentence: &str) -> String {
+    let trimmed = sentence.trim();
+    let lower = trimmed.to_lowercase();
+    for lead in LEAD_INS {
+        let Some(rest) = lower.strip_prefix(lead) else {
+            continue;
+        };
+        // Only when the lead-in ends there: "The answer is:" / "Answer -", not
+        // "Answering machines ..." or "The answer is simple".
+        let after = rest.trim_start();
+        if !after.starts_with([':', '-', '—']) {
+            continue;
+        }
+        // The lead-in is ASCII, so its length in `lower` is its length in `trimmed`.
+        let mark = after.chars().next().map_or(0, char::len_utf8);
+        let cut = lower.len() - after.len() + mark;
+        let body = trimmed[cut..].trim_start();
+        let mut chars = body.chars();
+        return match chars.next() {
+            Some(c) => c.to_uppercase().chain(chars).collect(),
+            None => String::new(),
+        };
+    }
+    trimmed.to_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lead_ins_that_say_nothing_are_dropped() {
+        assert_eq!(
+            answer_sentences("The answer is: every 90 days [1]. Passwords have 12 characters."),
+            vec!["Every 90 days [1].", "Passwords have 12 characters."]
+        );
+        assert_eq!(answer_sentences("Answer: 25 days."), vec!["25 days."]);
+        assert_eq!(
+            answer_sentences("Answer — élan 25 days."),
+            vec!["Élan 25 days."]
+        );
+        assert!(answer_sentences("The answer is:.").is_empty());
+        assert_eq!(
+            answer_sentences("The answer is simple: 25 days."),
+            vec!["The answer is simple: 25 days."]
+        );
+        assert_eq!(
+            answer_sentences("Answering machines are not allowed."),
+            vec!["Answering machines are not allowed."]
+        );
+    }
 
     #[test]
     fn terms_fold_case_plurals_and_stop_words() {
