@@ -55,12 +55,22 @@ struct Args {
     /// Keep the data directory (and its server.log) and print where it is.
     #[arg(long)]
     keep: bool,
+    /// The shared fixtures folder (the third-party PDF and DOCX documents of `docs.json`;
+    /// without it their questions are skipped, and the summary says so).
+    #[arg(long, default_value = "../shared/fixtures")]
+    fixtures: PathBuf,
 }
 
 #[derive(Deserialize)]
 struct Doc {
     name: String,
+    /// The document's text, or...
+    #[serde(default)]
     text: String,
+    /// ...a file under the fixtures folder, uploaded as it is...
+    fixture: Option<String>,
+    /// ...with a reference conversion (under the fixtures folder) to judge support by.
+    corpus: Option<String>,
 }
 
 #[derive(Deserialize, Clone)]
@@ -84,6 +94,42 @@ struct Question {
     source: Option<String>,
     #[serde(default)]
     unanswerable: bool,
+    /// Characters of unrelated background put before the question (a long message with
+    /// the question at its end)...
+    #[serde(default)]
+    pad_before: usize,
+    /// ...or after it.
+    #[serde(default)]
+    pad_after: usize,
+}
+
+impl Question {
+    /// The message as sent: the question with its background.
+    fn message(&self) -> String {
+        match (self.pad_before, self.pad_after) {
+            (0, 0) => self.question.clone(),
+            (b, a) => [background(b), self.question.clone(), background(a)]
+                .iter()
+                .map(|s| s.trim())
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>()
+                .join(" "),
+        }
+    }
+}
+
+/// `chars` characters (or a few more) of a message's background that holds no question
+/// and no fact of the documents.
+fn background(chars: usize) -> String {
+    const PARAGRAPH: &str = "This week the design team and I went through the drafts of \
+the quarterly report again, moved two meetings to Thursday and agreed on the colours of \
+the charts. The printer on the second floor was repaired, and the new chairs arrived on \
+Monday afternoon. ";
+    let mut s = String::new();
+    while s.chars().count() < chars {
+        s.push_str(PARAGRAPH);
+    }
+    s
 }
 
 /// A signed-in HTTP client of the server.
@@ -116,9 +162,19 @@ impl Api {
     }
 
     async fn upload(&self, name: &str, text: &str, asynchronous: bool) -> anyhow::Result<Value> {
+        self.upload_bytes(name, text.as_bytes().to_vec(), asynchronous)
+            .await
+    }
+
+    async fn upload_bytes(
+        &self,
+        name: &str,
+        bytes: Vec<u8>,
+        asynchronous: bool,
+    ) -> anyhow::Result<Value> {
         let form = reqwest::multipart::Form::new().part(
             "file",
-            reqwest::multipart::Part::bytes(text.as_bytes().to_vec()).file_name(name.to_owned()),
+            reqwest::multipart::Part::bytes(bytes).file_name(name.to_owned()),
         );
         let path = if asynchronous {
             "/api/v1/upload/async"
@@ -178,9 +234,9 @@ async fn stored(api: &Api) -> anyhow::Result<Vec<(String, String, u64)>> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let docs: Vec<Doc> = serde_json::from_str(include_str!("docs.json"))?;
+    let mut docs: Vec<Doc> = serde_json::from_str(include_str!("docs.json"))?;
     let mut tool_cases: Vec<ToolCase> = serde_json::from_str(include_str!("tool_cases.json"))?;
-    let questions: Vec<Question> = serde_json::from_str(include_str!("questions.json"))?;
+    let mut questions: Vec<Question> = serde_json::from_str(include_str!("questions.json"))?;
 
     let tmp = tempfile::Builder::new().prefix("ragd-eval-").tempdir()?;
     let data = tmp.path().to_owned();
@@ -231,7 +287,41 @@ async fn main() -> anyhow::Result<()> {
     );
     println!("llm: {llm_line}");
 
-    for d in &docs {
+    // Fixture documents are read from the shared folder; without it they and their
+    // questions are left out (and the summary says how many).
+    let mut missing = Vec::new();
+    for d in &mut docs {
+        let Some(fixture) = &d.fixture else {
+            continue;
+        };
+        let path = args.fixtures.join(fixture);
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                let corpus = d.corpus.as_ref().map(|c| args.fixtures.join(c));
+                d.text = match corpus {
+                    Some(c) => std::fs::read_to_string(&c)
+                        .with_context(|| format!("no reference conversion at {}", c.display()))?,
+                    None => String::from_utf8_lossy(&bytes).into_owned(),
+                };
+                let r = api.upload_bytes(&d.name, bytes, false).await?;
+                if r["success"] != true {
+                    bail!("uploading {} failed: {r}", path.display());
+                }
+            }
+            Err(e) => {
+                println!(
+                    "fixture {} not readable ({e}): its questions are skipped",
+                    path.display()
+                );
+                missing.push(d.name.clone());
+            }
+        }
+    }
+    docs.retain(|d| !missing.contains(&d.name));
+    let skipped = questions.len();
+    questions.retain(|q| q.source.as_ref().is_none_or(|s| !missing.contains(s)));
+    let skipped = skipped - questions.len();
+    for d in docs.iter().filter(|d| d.fixture.is_none()) {
         api.upload(&d.name, &d.text, false).await?;
     }
     // One background task for the task tools to find.
@@ -304,8 +394,10 @@ async fn main() -> anyhow::Result<()> {
     if args.only.as_deref() != Some("tools") {
         let corpus: Vec<String> = docs.iter().map(|d| d.text.clone()).collect();
         report["query"] = run_questions(&api, &questions, &corpus, Via::Query).await?;
+        report["query"]["summary"]["questions_skipped"] = json!(skipped);
         if !args.no_chat_questions {
             report["chat"] = run_questions(&api, &questions, &corpus, Via::Chat).await?;
+            report["chat"]["summary"]["questions_skipped"] = json!(skipped);
         }
     }
     println!("\nsummary ({:.0} s)", started.elapsed().as_secs_f64());
@@ -484,7 +576,7 @@ async fn run_questions(
                 let r = api
                     .post(
                         "/api/v1/query",
-                        &json!({"question": q.question, "top_k": 3}),
+                        &json!({"question": q.message(), "top_k": 3}),
                     )
                     .await?;
                 (
@@ -494,7 +586,7 @@ async fn run_questions(
                 )
             }
             Via::Chat => {
-                let m = api.chat(&q.question).await?;
+                let m = api.chat(&q.message()).await?;
                 let d = &m["data"];
                 // An ask_knowledge_base call carries its own sources.
                 let sources = d["tool_calls"]
@@ -538,11 +630,15 @@ async fn run_questions(
                 _ => "WRONG",
             }
         };
+        let asked = match q.pad_before + q.pad_after {
+            0 => q.question.clone(),
+            n => format!("[+{n} chars of background] {}", q.question),
+        };
         println!(
             "  {:<20} {:>5.1}s  {}  -> {}{}",
             verdict,
             secs,
-            q.question,
+            asked,
             text.chars()
                 .take(160)
                 .collect::<String>()
