@@ -77,7 +77,14 @@ export function sourceList(sources) {
     h('button', { type: 'button', class: 'link', 'data-n': i + 1, onclick: () => openPassage(s, i + 1) },
       auto('span', {}, s.title || s.source)),
     auto('span', { class: 'muted' }, ` ${s.source}${s.section ? ` · ${s.section}` : ''}`),
-    h('span', { class: 'score', title: 'Relevance (higher is better)' }, s.score.toFixed(2)))));
+    h('span', { class: 'score', title: 'How relevant the passage is to the question: 50% means as likely relevant as not' },
+      `relevance ${Math.round(s.score * 100)}%`))));
+}
+
+/** Whether an answer says that the documents do not hold it: its passages are then only
+ * the closest ones, not sources. */
+export function refused(r) {
+  return r.grounding?.outcome === 'not_in_sources';
 }
 
 function timingLine(t) {
@@ -109,7 +116,7 @@ function renderAnswer(box, r) {
     h('div', { class: 'panel-head' }, h('h2', {}, 'Answer'),
       h('span', { class: 'chip', id: 'answer-mode', title: mode, 'aria-label': `${r.answer_mode}: ${mode}` }, r.answer_mode)),
     auto('div', { class: 'answer-text', id: 'answer-text' }, withCitations(r.answer, r.sources)),
-    r.sources.length ? h('h3', {}, 'Sources') : null,
+    r.sources.length ? h('h3', { id: 'sources-heading' }, refused(r) ? 'Closest passages' : 'Sources') : null,
     sourceList(r.sources),
     r.timing ? h('p', { class: 'timing muted', id: 'timing' }, timingLine(r.timing)) : null);
 }

@@ -4,7 +4,7 @@
 
 import { h, fill, auto, notice, confirmDanger, ticker, when, plural } from './dom.js';
 import * as api from './api.js';
-import { withCitations, sourceList, modeTitle } from './ask.js';
+import { withCitations, sourceList, modeTitle, refused } from './ask.js';
 import { toolCard, pendingPanel, runToolDialog } from './actions.js';
 
 const STREAM_URL = '/api/method/assistant.api.stream_ai_response';
@@ -189,7 +189,10 @@ export function chatView(root, ctx, [conversationId]) {
           const mode = modeTitle(done);
           reply.el.querySelector('.who').append(' ', h('span', { class: 'chip', title: mode, 'aria-label': `${done.answer_mode}: ${mode}` }, done.answer_mode));
         }
-        if (sources.length) reply.body.after(h('details', { class: 'reply-sources' }, h('summary', {}, plural(sources.length, 'source')), sourceList(sources)));
+        if (sources.length) {
+          const label = refused(done) ? `Closest passages (${sources.length})` : plural(sources.length, 'source');
+          reply.body.after(h('details', { class: 'reply-sources' }, h('summary', {}, label), sourceList(sources)));
+        }
         if (!current) {
           current = done.conversation_id;
           window.history.replaceState(null, '', `#/chat/${encodeURIComponent(current)}`);
