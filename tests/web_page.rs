@@ -233,6 +233,38 @@ fn ask(p: &Page) {
     p.screenshot("06-ask-passage");
     p.press("Escape");
     p.wait("!document.querySelector('dialog')", "the passage to close");
+    // Scores read as a relevance; the answer's passage is relevant.
+    assert_eq!(p.text("#sources-heading"), "Sources");
+    let first = p.text("ol.sources li .score");
+    let percent: u32 = first
+        .strip_prefix("relevance ")
+        .and_then(|s| s.strip_suffix('%'))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("a relevance: {first:?}"));
+    assert!(percent >= 50, "{first}");
+    // A question the documents do not answer: its passages are only the closest ones,
+    // and none reads as relevant.
+    p.type_into("#question", "What is the capital of Peru?");
+    p.press("Enter");
+    p.wait(
+        "document.querySelector('#sources-heading')?.textContent === 'Closest passages'",
+        "the refusal's closest passages",
+    );
+    let answer = p.text("#answer-text");
+    assert!(answer.contains("do not say"), "{answer}");
+    let scores =
+        p.eval("[...document.querySelectorAll('ol.sources li .score')].map(e => e.textContent)");
+    let scores: Vec<String> = serde_json::from_value(scores).unwrap();
+    assert!(!scores.is_empty());
+    for s in &scores {
+        let n: u32 = s
+            .trim_start_matches("relevance ")
+            .trim_end_matches('%')
+            .parse()
+            .unwrap_or(100);
+        assert!(n < 50, "an unrelated passage reads as relevant: {scores:?}");
+    }
+    p.screenshot("06b-ask-refusal-closest-passages");
 }
 
 /// The text of the last assistant reply, once it is finished.
