@@ -236,12 +236,7 @@ fn ask(p: &Page) {
     // Scores read as a relevance; the answer's passage is relevant.
     assert_eq!(p.text("#sources-heading"), "Sources");
     let first = p.text("ol.sources li .score");
-    let percent: u32 = first
-        .strip_prefix("relevance ")
-        .and_then(|s| s.strip_suffix('%'))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("a relevance: {first:?}"));
-    assert!(percent >= 50, "{first}");
+    assert!(relevance_percent(&first) >= 50, "{first}");
     // A question the documents do not answer: its passages are only the closest ones,
     // and none reads as relevant.
     p.type_into("#question", "What is the capital of Peru?");
@@ -257,14 +252,19 @@ fn ask(p: &Page) {
     let scores: Vec<String> = serde_json::from_value(scores).unwrap();
     assert!(!scores.is_empty());
     for s in &scores {
-        let n: u32 = s
-            .trim_start_matches("relevance ")
-            .trim_end_matches('%')
-            .parse()
-            .unwrap_or(100);
+        let n = relevance_percent(s);
         assert!(n < 50, "an unrelated passage reads as relevant: {scores:?}");
     }
     p.screenshot("06b-ask-refusal-closest-passages");
+}
+
+/// The percentage of a source's "relevance NN%".
+fn relevance_percent(shown: &str) -> u32 {
+    shown
+        .strip_prefix("relevance ")
+        .and_then(|s| s.strip_suffix('%'))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("a relevance: {shown:?}"))
 }
 
 /// The text of the last assistant reply, once it is finished.

@@ -47,6 +47,35 @@ pub struct Retrieved {
     pub reranking: Duration,
 }
 
+/// Moves each retriever's first candidate (`best`: BM25's, the vector index's) that
+/// `scored` (in score order) would leave out of its first `top_k` into the last places of
+/// them, best score first: an exact match of a rare code or id whose text the embedder
+/// does not place near the query still shows, as it did under rank fusion. The first
+/// `top_k` stay in descending score order, as a reserved candidate scores no higher than
+/// any it displaces.
+fn keep_each_retrievers_best(scored: &mut Vec<(u64, f32)>, top_k: usize, best: &[Option<&u64>]) {
+    if top_k == 0 || scored.len() <= top_k {
+        return;
+    }
+    let mut missing: Vec<(u64, f32)> = Vec::new();
+    for key in best.iter().flatten() {
+        if let Some(pos) = scored.iter().position(|(k, _)| k == *key) {
+            if pos >= top_k && !missing.iter().any(|(k, _)| k == *key) {
+                missing.push(scored[pos]);
+            }
+        }
+    }
+    if missing.is_empty() {
+        return;
+    }
+    missing.sort_by(|a, b| b.1.total_cmp(&a.1));
+    scored.retain(|(k, _)| !missing.iter().any(|(m, _)| m == k));
+    let at = top_k.saturating_sub(missing.len());
+    for (i, m) in missing.into_iter().enumerate() {
+        scored.insert(at + i, m);
+    }
+}
+
 /// The text indexes and the embedder see: Arabic letter variants and diacritics folded.
 pub fn searchable(text: &str) -> String {
     normalize_arabic(text)
@@ -88,6 +117,7 @@ impl KnowledgeBase {
         let k = p.initial_k.max(p.top_k);
         let (vectors, fulltext) = (self.vectors.clone(), self.fulltext.clone());
         let mode = p.mode;
+        let top_k = p.top_k;
         let (candidates, dense_count, sparse_count) = self
             .search_gate
             .run_blocking(move || -> anyhow::Result<_> {
@@ -127,6 +157,11 @@ impl KnowledgeBase {
                     })
                     .collect();
                 scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+                keep_each_retrievers_best(
+                    &mut scored,
+                    top_k,
+                    &[sparse.first(), dense_keys.first()],
+                );
                 Ok((scored, dense.len(), sparse.len()))
             })
             .await??;
@@ -186,5 +221,32 @@ impl KnowledgeBase {
             vector_search,
             reranking,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::keep_each_retrievers_best;
+
+    #[test]
+    fn each_retrievers_best_candidate_stays_among_the_results() {
+        let scored = vec![(1, 0.9), (2, 0.8), (3, 0.7), (4, 0.6), (5, 0.5), (6, 0.4)];
+        // BM25's first match (6) scored last: it takes the last place of the three.
+        let mut s = scored.clone();
+        keep_each_retrievers_best(&mut s, 3, &[Some(&6), Some(&1)]);
+        assert_eq!(s[..3], [(1, 0.9), (2, 0.8), (6, 0.4)]);
+        assert!(s[..3].windows(2).all(|w| w[0].1 >= w[1].1));
+        assert_eq!(s.len(), 6, "nothing is lost past the results");
+        // Both retrievers' firsts left out: the two last places, best first.
+        let mut s = scored.clone();
+        keep_each_retrievers_best(&mut s, 3, &[Some(&6), Some(&5)]);
+        assert_eq!(s[..3], [(1, 0.9), (5, 0.5), (6, 0.4)]);
+        // Already in, or no room needed: unchanged.
+        let mut s = scored.clone();
+        keep_each_retrievers_best(&mut s, 3, &[Some(&2), None]);
+        assert_eq!(s, scored);
+        let mut s = scored.clone();
+        keep_each_retrievers_best(&mut s, 6, &[Some(&6)]);
+        assert_eq!(s, scored);
     }
 }
