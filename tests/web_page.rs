@@ -128,7 +128,7 @@ fn onboarding(p: &Page) {
     p.eval("document.querySelector('#answer-primary_language').value = 'en'");
     submit();
     next("knowledge_sources");
-    p.click("#setup-question button.skip");
+    p.click("#setup-question button.skip-question");
     next("assistant_tone");
     p.click("label[for='answer-assistant_tone-friendly']");
     submit();
@@ -142,7 +142,7 @@ fn onboarding(p: &Page) {
     p.click("#answer-confirm_high_risk");
     submit();
     next("system_prompt");
-    p.click("#setup-question button.skip");
+    p.click("#setup-question button.skip-question");
     p.wait_for("#setup-review");
     assert!(p.text("#setup-review").contains("Acme Trading"));
     assert!(p.text("#setup-review").contains("Friendly"));

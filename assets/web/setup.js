@@ -103,7 +103,7 @@ export function setupView(root, ctx) {
       h('label', { class: 'question', for: field.el.id || null }, q.text, q.required ? '' : h('small', { class: 'muted' }, ' (optional)')),
       field.el, problem,
       h('div', { class: 'row' }, back, h('button', { type: 'submit', class: 'primary' }, 'Continue'),
-        q.required ? null : h('button', { type: 'button', class: 'skip', onclick: submit(q.type === 'url_list' ? [] : '') }, 'Skip')));
+        q.required ? null : h('button', { type: 'button', class: 'skip-question', onclick: submit(q.type === 'url_list' ? [] : '') }, 'Skip')));
   }
 
   function review(view) {
