@@ -5,6 +5,7 @@ pub mod actions;
 pub mod chat;
 pub mod conversations;
 pub mod error;
+mod history;
 pub mod llm_models;
 pub mod onboarding;
 pub mod ratelimit;

@@ -202,8 +202,7 @@ impl Jobs {
         section: String,
     ) -> Result<TaskAck> {
         let filename = crate::kb::ingest::clean_filename(&filename)?;
-        crate::parse::Format::for_filename(&filename)
-            .map_err(|e| Error::bad_request(e.to_string()))?;
+        crate::kb::ingest::upload_format(&filename)?;
         let id = uuid::Uuid::new_v4().to_string();
         let path = self.inner.uploads.join(&id);
         let kind = TaskKind::Upload {

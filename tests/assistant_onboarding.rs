@@ -81,7 +81,7 @@ async fn onboarding_start_to_completed() {
         ("industry", json!(null), "answer"),
         ("industry", json!(""), "needs an answer"),
         ("company_name", json!("A"), "at least 2"),
-        ("company_name", json!("<script>"), "format"),
+        ("company_name", json!("<script>"), "not allowed"),
         ("company_name", json!("x".repeat(101)), "at most 100"),
         ("modules", json!([]), "needs an answer"),
         ("modules", json!(["knowledge_base", "bogus"]), "not one of"),

@@ -128,7 +128,7 @@ fn onboarding(p: &Page) {
     p.eval("document.querySelector('#answer-primary_language').value = 'en'");
     submit();
     next("knowledge_sources");
-    p.click("#setup-question button[type='button']");
+    p.click("#setup-question button.skip-question");
     next("assistant_tone");
     p.click("label[for='answer-assistant_tone-friendly']");
     submit();
@@ -142,10 +142,10 @@ fn onboarding(p: &Page) {
     p.click("#answer-confirm_high_risk");
     submit();
     next("system_prompt");
-    p.click("#setup-question button[type='button']");
+    p.click("#setup-question button.skip-question");
     p.wait_for("#setup-review");
     assert!(p.text("#setup-review").contains("Acme Trading"));
-    assert!(p.text("#setup-review").contains("friendly"));
+    assert!(p.text("#setup-review").contains("Friendly"));
     p.screenshot("03-setup-review");
     p.click("#setup-apply");
     p.wait_for("#setup-done");
@@ -620,9 +620,9 @@ async fn a_chat_reply_that_calls_a_high_risk_tool_waits_for_confirmation() {
         p.screenshot("14-chat-model-tool-call-held");
         p.click(&format!("{held} button.confirm"));
         p.wait_for("#messages .tool[data-tool='delete_source'][data-status='executed']");
-        // Reopened, the conversation shows the decided call without buttons.
+        // Reopened, the conversation shows what became of the call, without buttons.
         p.call("Page.reload", json!({}));
-        p.wait_for("#messages .tool[data-tool='delete_source'][data-status='closed']");
+        p.wait_for("#messages .tool[data-tool='delete_source'][data-status='executed']");
         assert!(p.eval("!document.querySelector('#messages button.confirm')") == json!(true));
 
         // A long reply shows that it is working and can be stopped; the model stops too.
@@ -773,5 +773,539 @@ async fn the_page_works_with_the_default_llm() {
     .unwrap();
     let (_, stored) = server.get_json("/api/v1/documents/sources").await;
     assert_eq!(stored["count"], 1, "confirmed, it ran: {stored}");
+    server.stop().await;
+}
+
+/// Answers the first onboarding questions, leaves and comes back, and goes back: errors,
+/// options and progress in words, the answers kept.
+fn setup_in_words(p: &Page) {
+    p.wait_for("#setup-banner");
+    p.click("#setup-banner a");
+    p.wait_for("#setup-question[data-key='company_name']");
+    // Nothing typed: the reason is a sentence, not a key.
+    p.click("#setup-question button[type='submit']");
+    p.wait_for("#setup-question .notice.error");
+    let error = p.text("#setup-question .notice.error");
+    assert_eq!(error, "This question needs an answer.");
+    p.type_into("#answer-company_name", "Acme Trading");
+    p.press("Enter");
+    let next = |key: &str| p.wait_for(&format!("#setup-question[data-key='{key}']"));
+    let submit = || p.click("#setup-question button[type='submit']");
+    next("industry");
+    assert!(p.text("#answer-industry").contains("Manufacturing"));
+    p.eval("document.querySelector('#answer-industry').value = 'retail'");
+    submit();
+    next("modules");
+    let modules = p.text("#setup-question .choices");
+    assert!(
+        modules.contains("Knowledge base") && !modules.contains("knowledge_base"),
+        "{modules}"
+    );
+    p.screenshot("20-setup-options-in-words");
+    p.click("#answer-modules-system");
+    submit();
+    next("primary_language");
+    let english = p.eval(
+        "document.querySelector(\"#answer-primary_language option[value='en']\").textContent",
+    );
+    assert_eq!(english, json!("English"));
+    assert_eq!(p.text("#setup-progress"), "3 of 8 answered");
+
+    // Leaving and coming back continues where it stopped.
+    p.click("#top nav a[href='#/documents']");
+    p.wait_for("#drop-zone");
+    p.click("#setup-banner a");
+    next("primary_language");
+    assert_eq!(p.text("#setup-progress"), "3 of 8 answered");
+    // Back shows each earlier answer as it was given.
+    p.click("#setup-back");
+    next("modules");
+    let checked = p.eval(
+        "[...document.querySelectorAll('#setup-question input:checked')].map(b => b.value).join(',')",
+    );
+    assert_eq!(checked, json!("knowledge_base,conversations"));
+    p.click("#setup-back");
+    next("industry");
+    assert_eq!(
+        p.eval("document.querySelector('#answer-industry').value"),
+        json!("retail")
+    );
+    p.screenshot("21-setup-back-keeps-answers");
+    submit();
+    next("modules");
+    submit();
+    next("primary_language");
+    assert_eq!(p.text("#setup-progress"), "3 of 8 answered");
+}
+
+/// The documents' summary follows the filter; a refused type names ZIP among the types.
+fn documents_in_words(p: &Page) {
+    p.click("#top nav a[href='#/documents']");
+    p.wait_for("#sources tr[data-source='returns.md']");
+    let all = p.text("#source-summary");
+    assert!(all.starts_with("2 sources · "), "{all}");
+    let returns = p.text("#sources tr[data-source='returns.md'] td.num");
+    p.type_into("#source-filter", "returns");
+    p.wait(
+        "document.querySelector('#source-summary')?.textContent.startsWith('1 of 2 sources')",
+        "the summary of the filtered sources",
+    );
+    let summary = p.text("#source-summary");
+    assert!(
+        summary.contains(&format!(" · {returns} of ")),
+        "the passages of the shown sources: {summary}"
+    );
+    drop_files(p, &[("setup.exe", "MZ not a document")]);
+    let up = uploads_done(p, 1);
+    let refusal = up[0][2].as_str().unwrap();
+    assert!(
+        up[0][1] == "error" && refusal.contains(".zip") && refusal.contains(".pdf"),
+        "{up:?}"
+    );
+    p.screenshot_full("22-documents-filter-and-refusal");
+}
+
+/// An empty question and one over the limit are refused in words; nothing is cut.
+fn ask_limits(p: &Page) {
+    p.click("#top nav a[href='#/ask']");
+    p.wait_for("#question");
+    p.press("Enter");
+    p.wait_for("#ask-problem .notice.error");
+    assert_eq!(p.text("#ask-problem"), "Write a question first.");
+    let near = "Where is the warehouse and how long does shipping take? ".repeat(80);
+    p.type_into("#question", &near[..3500]);
+    p.wait(
+        "!document.querySelector('.counter').hidden",
+        "the counter near the limit",
+    );
+    assert_eq!(p.text(".counter"), "3,500 / 4,000 characters");
+    assert!(
+        p.text("#ask-problem").is_empty(),
+        "typing clears the refusal"
+    );
+    let long = near.repeat(2);
+    p.type_into("#question", &long[..4100]);
+    p.wait(
+        "document.querySelector('.counter')?.classList.contains('over')",
+        "the counter past the limit",
+    );
+    assert_eq!(
+        p.eval("document.querySelector('#question').value.length"),
+        json!(4100),
+        "the field keeps every character"
+    );
+    p.press("Enter");
+    p.wait_for("#ask-problem .notice.error");
+    let why = p.text("#ask-problem");
+    assert!(
+        why.contains("4,100 characters")
+            && why.contains("4,000")
+            && why.contains("nothing was sent"),
+        "{why}"
+    );
+    assert_eq!(
+        p.eval("document.querySelector('#answer').hidden"),
+        json!(true)
+    );
+    p.screenshot("23-ask-too-long");
+}
+
+/// The page's own call of the assistant API; its `message.data`.
+fn op(p: &Page, name: &str, query: &str) -> Value {
+    p.eval(&format!(
+        "fetch('/api/method/assistant.api.{name}?{query}', {{headers: {{'X-Requested-With': 'ragd-web'}}}}).then(r => r.json()).then(j => j.message.data)"
+    ))
+}
+
+/// A reply's citations and sources survive reopening; history search shows each
+/// conversation once, snippets on word boundaries, and opens a hit at its message.
+fn chat_kept_and_found(p: &Page) {
+    p.click("#top nav a[href='#/chat']");
+    p.wait_for("#chat-input");
+    p.press("Enter");
+    p.wait_for("#chat-problem .notice.error");
+    assert_eq!(p.text("#chat-problem"), "Write a message first.");
+    p.type_into("#chat-input", "How long do I have to return a product?");
+    p.press("Enter");
+    let reply = last_reply(p);
+    assert!(reply.contains("30 days"), "{reply}");
+    p.wait_for("#messages .message.assistant .text button.cite");
+    p.wait(
+        "location.hash.split('/').length === 3",
+        "the conversation's address",
+    );
+    p.call("Page.reload", json!({}));
+    p.wait_for("#messages .message.assistant .text button.cite");
+    p.wait_for("#messages .message.assistant .reply-sources li");
+    let shown = p.text("#messages .message.assistant .text");
+    assert!(!shown.contains("[1]"), "citations are links: {shown}");
+    p.screenshot("24-chat-reopened-citations");
+    let id = p.eval("decodeURIComponent(location.hash.split('/')[2])");
+    let id = id.as_str().unwrap();
+    let history = op(
+        p,
+        "get_conversation_history",
+        &format!("conversation_id={id}"),
+    );
+    let kept = &history["messages"][1];
+    assert_eq!(kept["sources"][0]["source"], "returns.md", "{kept}");
+    assert_eq!(kept["answer_mode"], "extractive", "{kept}");
+
+    let long = "I bought a kettle in March and a toaster in April, and the toaster arrived broken, so before anything else I would like to know how long I have to return a product and whether the refund reaches my card.";
+    p.type_into("#chat-input", long);
+    p.press("Enter");
+    p.wait("document.querySelectorAll('#messages .message').length === 4 && !document.querySelector('#messages [aria-busy]')", "the second reply");
+    p.type_into("#history-search", "return");
+    p.wait_for("#conversation-list .hit mark");
+    assert_eq!(
+        p.eval("document.querySelectorAll('#conversation-list .conversation.hit').length"),
+        json!(1),
+        "one entry for the one conversation"
+    );
+    let found = op(p, "search_conversations", "query=return");
+    let history = op(
+        p,
+        "get_conversation_history",
+        &format!("conversation_id={id}"),
+    );
+    let texts: Vec<String> = history["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect();
+    let mut seen = std::collections::HashSet::new();
+    for hit in found["results"].as_array().unwrap() {
+        let snippet = hit["snippet"].as_str().unwrap();
+        assert!(seen.insert(snippet.to_owned()), "a repeated hit: {found}");
+        assert!(
+            !snippet.contains('['),
+            "no citation, whole or cut: {snippet}"
+        );
+        let core = snippet.trim_matches('…');
+        // Each excerpt starts and ends on a word boundary of its message.
+        let whole = texts.iter().any(|t| {
+            let t = regex_lite_strip_citations(t);
+            t.match_indices(core).any(|(at, _)| {
+                let before = t[..at].chars().next_back();
+                let after = t[at + core.len()..].chars().next();
+                !before.is_some_and(char::is_alphanumeric)
+                    && !after.is_some_and(char::is_alphanumeric)
+            })
+        });
+        assert!(whole, "{snippet:?} is not cut on words of {texts:?}");
+    }
+    assert!(
+        found["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h["message_id"].is_string()),
+        "no title hit repeating a message: {found}"
+    );
+    p.screenshot("25-history-search");
+    p.eval("[...document.querySelectorAll('#conversation-list .hit a')].find(a => a.textContent.includes('toaster')).id = 'toaster-hit'");
+    p.click("#toaster-hit");
+    p.wait(
+        "(() => { const m = document.querySelector('#messages .message.found');
+            if (!m) return false;
+            const r = m.getBoundingClientRect(), box = document.querySelector('#messages').getBoundingClientRect();
+            return m.textContent.includes('toaster') && r.top >= box.top - 1 && r.bottom <= box.bottom + 1; })()",
+        "the found message, marked and in view",
+    );
+    assert!(
+        p.text("#conversation-list").contains("for “return”"),
+        "the search stays"
+    );
+    p.screenshot("26-history-hit-opened");
+}
+
+/// A text without its citation markers (and the space before each).
+fn regex_lite_strip_citations(t: &str) -> String {
+    let mut out = String::with_capacity(t.len());
+    let mut rest = t;
+    while let Some(at) = rest.find('[') {
+        let digits = rest[at + 1..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .count();
+        if digits > 0 && rest[at + 1 + digits..].starts_with(']') {
+            out.push_str(rest[..at].trim_end_matches(' '));
+            rest = &rest[at + digits + 2..];
+        } else {
+            out.push_str(&rest[..=at]);
+            rest = &rest[at + 1..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Settings labels in words, an optional model that is not installed in grey, passages
+/// counted as passages.
+fn settings_in_words(p: &Page) {
+    p.click("#top nav a[href='#/settings']");
+    p.wait_for("#server-settings table");
+    p.wait_for("#health .components li");
+    let heads = p.eval(
+        "[...document.querySelectorAll('#server-settings th, #assistant-settings th, #health th')].map(t => t.innerText)",
+    );
+    let heads: Vec<&str> = heads
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    for want in ["LLM model", "JWT secret", "Passages", "Sources"] {
+        assert!(heads.contains(&want), "{want} in {heads:?}");
+    }
+    assert!(
+        !heads
+            .iter()
+            .any(|t| t.contains("Llm") || t.contains("Jwt") || *t == "Documents"),
+        "{heads:?}"
+    );
+    let reranker = p.eval(
+        "(() => { const li = document.querySelector(\"#health li[data-component='reranker']\");
+            const badge = li.querySelector('.badge');
+            return {state: badge.textContent, color: getComputedStyle(badge).color}; })()",
+    );
+    assert_eq!(reranker["state"], "not installed", "{reranker}");
+    assert_ne!(reranker["color"], "rgb(180, 35, 24)", "not red: {reranker}");
+    let assistant = p.text("#assistant-settings");
+    assert!(
+        assistant.contains("Knowledge base, Conversations")
+            && !assistant.contains("knowledge_base"),
+        "{assistant}"
+    );
+    p.screenshot_full("27-settings-in-words");
+}
+
+/// Issue 31's fixes of the page that need no model: onboarding, documents, Ask's limits,
+/// a chat reply kept with its citations, history search, settings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_speaks_plainly_and_keeps_what_it_showed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    create_user(&data, ADMIN.0, ADMIN.1, true).await;
+    let server = TestServer::start_with(test_config(&data)).await;
+    for (name, body) in [
+        ("returns.md", POLICY_V1),
+        (
+            "old-notes.md",
+            "# Old notes\n\nThe pallets moved to bay four.\n",
+        ),
+    ] {
+        let (status, r) = server.upload(name, body.as_bytes()).await;
+        assert_eq!(status, 200, "{r}");
+    }
+    let base = server.base.clone();
+    tokio::task::spawn_blocking(move || {
+        let browser = Browser::launch();
+        let p = browser.page(1280, 860);
+        p.sign_in(&base, ADMIN.0, ADMIN.1);
+        setup_in_words(&p);
+        // Another tab (a new browser session of the same person) continues it too.
+        let other = browser.page(1280, 860);
+        other.goto(&format!("{base}#/setup"));
+        other.wait(
+            "document.querySelector('#setup-progress')?.textContent === '3 of 8 answered' && !!document.querySelector(\"#setup-question[data-key='primary_language']\")",
+            "the setup continued in another tab",
+        );
+        p.call("Page.bringToFront", json!({}));
+        documents_in_words(&p);
+        ask_limits(&p);
+        chat_kept_and_found(&p);
+        settings_in_words(&p);
+        let outside = browser.outside_requests(&base);
+        assert!(outside.is_empty(), "requests left the machine: {outside:?}");
+        let errors = browser.errors.lock().unwrap().clone();
+        assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
+    })
+    .await
+    .unwrap();
+    server.stop().await;
+}
+
+/// What [`Writer`] answers to anything but a deletion: Markdown, and HTML that must not
+/// run.
+const MARKDOWN_REPLY: &str = "## Packing\n\nPut **heavy items** first and *fragile* ones on top:\n\n1. Pallets go to `bay four`\n2. Boxes are sealed\n3. Labels face out\n\n<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">";
+
+/// A scripted model that writes a bare `delete_source` call (no words of its own, so the
+/// reply is the engine's) when asked to delete, and [`MARKDOWN_REPLY`] otherwise.
+struct Writer {
+    info: ModelInfo,
+}
+
+impl Generator for Writer {
+    fn generate(&self, request: GenerateRequest) -> Result<mpsc::Receiver<LlmEvent>, MlError> {
+        let (tx, rx) = mpsc::channel(256);
+        let asks_delete = match &request.prompt {
+            Prompt::Chat(m) => m
+                .iter()
+                .rev()
+                .find(|m| m.role == Role::User)
+                .is_some_and(|m| m.content.contains("delete")),
+            _ => false,
+        };
+        let text = if asks_delete {
+            "<tool_call>{\"name\": \"delete_source\", \"arguments\": {\"source\": \"old-notes.md\"}}</tool_call>"
+        } else {
+            MARKDOWN_REPLY
+        };
+        tokio::spawn(async move {
+            let chars: Vec<char> = text.chars().collect();
+            for piece in chars.chunks(8) {
+                let text = piece.iter().collect();
+                if tx.send(LlmEvent::Token { text }).await.is_err() {
+                    return;
+                }
+            }
+            let done = LlmEvent::Done {
+                prompt_tokens: 100,
+                completion_tokens: chars.len() / 8 + 1,
+                finish_reason: FinishReason::Stop,
+            };
+            let _ = tx.send(done).await;
+        });
+        Ok(rx)
+    }
+    fn count_tokens(&self, text: &str) -> usize {
+        text.len() / 4 + 1
+    }
+    fn count_prompt_tokens(&self, _prompt: &Prompt) -> Result<usize, MlError> {
+        Ok(100)
+    }
+    fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+    fn in_flight(&self) -> usize {
+        0
+    }
+}
+
+/// Issue 31's chat fixes with a model: a tool card is one line with its JSON on demand;
+/// the reply names no action id and says what became of the held call after Confirm,
+/// also when reopened; Markdown is shown as such, and HTML in a reply runs nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_replies_read_as_text_and_follow_their_held_calls() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    create_user(&data, ADMIN.0, ADMIN.1, true).await;
+    let model = Writer {
+        info: ModelInfo {
+            name: "writer".into(),
+            family: "qwen2".into(),
+            context_length: 8192,
+            template_tools: false,
+        },
+    };
+    let config =
+        ragd::AppState::builder(test_config(&data)).llm(Arc::new(model) as Arc<dyn Generator>);
+    let server = TestServer::start_with(config).await;
+    let (status, _) = server
+        .upload(
+            "old-notes.md",
+            b"# Old notes\n\nThe pallets moved to bay four.\n",
+        )
+        .await;
+    assert_eq!(status, 200);
+
+    let base = server.base.clone();
+    tokio::task::spawn_blocking(move || {
+        let browser = Browser::launch();
+        let p = browser.page(1280, 860);
+        p.sign_in(&base, ADMIN.0, ADMIN.1);
+        p.click("#top nav a[href='#/chat']");
+        p.type_into("#chat-input", "Please delete old-notes.md");
+        p.press("Enter");
+        let card = "#messages .message.assistant .tool[data-tool='delete_source']";
+        p.wait_for(&format!("{card}[data-status='pending_confirmation'] button.confirm"));
+        let reply = last_reply(&p);
+        let action = p.eval(&format!("document.querySelector({}).dataset.action", js(card)));
+        let action = action.as_str().unwrap();
+        assert!(
+            !reply.contains(action) && !reply.contains("(action"),
+            "no internal id: {reply}"
+        );
+        assert!(reply.contains("old-notes.md") && reply.contains("waits for your confirmation"), "{reply}");
+        // What the held call will do is said in words; its JSON waits behind Details.
+        assert_eq!(p.text(&format!("{card} .args")), "source: old-notes.md");
+        assert_eq!(
+            p.eval(&format!("document.querySelector({}).hidden", js(&format!("{card} .tool-body")))),
+            json!(true)
+        );
+        p.screenshot("28-chat-held-call");
+        p.click(&format!("{card} button.confirm"));
+        p.wait_for(&format!("{card}[data-status='executed']"));
+        let reply = last_reply(&p);
+        assert!(
+            reply.contains("was confirmed and done") && !reply.contains("confirmation"),
+            "the reply follows the decision: {reply}"
+        );
+        // One line: name, status and time; the result only on demand.
+        let shape = p.eval(&format!(
+            "(() => {{ const c = document.querySelector({});
+                const head = c.querySelector('.tool-head').getBoundingClientRect();
+                return {{card: c.getBoundingClientRect().height, head: head.height,
+                        result: c.querySelector('pre.result').offsetHeight, text: c.innerText}}; }})()",
+            js(card)
+        ));
+        assert!(
+            shape["card"].as_f64().unwrap() < shape["head"].as_f64().unwrap() + 30.0,
+            "{shape}"
+        );
+        assert_eq!(shape["result"], 0, "{shape}");
+        assert!(shape["text"].as_str().unwrap().contains("Done"), "{shape}");
+        p.screenshot("29-chat-card-one-line");
+        p.click(&format!("{card} .details-toggle"));
+        let result = p.wait(
+            &format!("(() => {{ const r = document.querySelector({}); return r.offsetHeight > 0 && r.textContent; }})()",
+                js(&format!("{card} pre.result"))),
+            "the result on demand",
+        );
+        assert!(result.as_str().unwrap().contains("deleted"), "{result}");
+        p.screenshot("30-chat-card-details");
+
+        // Reopened, the reply and the card say the same.
+        p.call("Page.reload", json!({}));
+        p.wait_for(&format!("{card}[data-status='executed']"));
+        let reply = last_reply(&p);
+        assert!(reply.contains("was confirmed and done"), "{reply}");
+
+        // Markdown as text on the page; the HTML in it shown, not run.
+        p.type_into("#chat-input", "Write me a short packing checklist");
+        p.press("Enter");
+        p.wait(
+            "(() => { const m = [...document.querySelectorAll('#messages .message.assistant')].pop();
+                return !m.hasAttribute('aria-busy') && m.querySelector('.text.md li'); })()",
+            "the reply as Markdown",
+        );
+        let md = p.eval(
+            "(() => { const t = [...document.querySelectorAll('#messages .message.assistant .text')].pop();
+                return {heading: t.querySelector('h3')?.textContent, strong: t.querySelector('strong')?.textContent,
+                        em: t.querySelector('em')?.textContent, items: t.querySelectorAll('ol li').length,
+                        code: t.querySelector('code')?.textContent, text: t.textContent,
+                        scripts: document.querySelectorAll('#messages script, #messages img').length,
+                        pwned: window.__pwned ?? null}; })()",
+        );
+        assert_eq!(md["heading"], "Packing", "{md}");
+        assert_eq!(md["strong"], "heavy items", "{md}");
+        assert_eq!(md["em"], "fragile", "{md}");
+        assert_eq!(md["items"], 3, "{md}");
+        assert_eq!(md["code"], "bay four", "{md}");
+        assert_eq!(md["scripts"], 0, "{md}");
+        assert_eq!(md["pwned"], Value::Null, "{md}");
+        let text = md["text"].as_str().unwrap();
+        assert!(
+            text.contains("<script>window.__pwned = 1</script>") && !text.contains("**"),
+            "{md}"
+        );
+        p.screenshot("31-chat-markdown");
+        let errors = browser.errors.lock().unwrap().clone();
+        assert!(errors.is_empty(), "the page reported errors: {errors:#?}");
+    })
+    .await
+    .unwrap();
     server.stop().await;
 }

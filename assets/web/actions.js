@@ -18,31 +18,65 @@ const LABELS = {
   closed: 'Decided or expired',
 };
 
-/** A tool call's card; `update` moves it to a new state. */
+/** A call's arguments as words: "source: a.md, top k: 3". */
+function argumentsLine(params) {
+  return Object.entries(params || {}).map(([k, v]) => `${k.replaceAll('_', ' ')}: ${typeof v === 'string' ? v : JSON.stringify(v)}`).join(', ');
+}
+
+/** Pretty JSON, cut when long. */
+function json(v, max = 4000) {
+  const s = typeof v === 'string' ? v : JSON.stringify(v, null, 2);
+  return s.length > max ? `${s.slice(0, max - 1)}…` : s;
+}
+
+/**
+ * A tool call's card: one line (name, status, time), the parameters and the result as
+ * JSON behind "Details"; a held call also says what it will do and offers Confirm /
+ * Reject. `update` moves it to a new state.
+ */
 export function toolCard(call, { onDecided = () => {} } = {}) {
   const el = h('div', { class: 'tool', 'data-tool': call.tool_name });
+  let open = false;
   const update = (c) => {
     Object.assign(call, c);
     const status = call.status || 'running';
     el.dataset.status = status;
     if (call.action_id) el.dataset.action = call.action_id;
     const waiting = status === 'pending_confirmation' || status === 'pending';
+    const hasParams = call.params && Object.keys(call.params).length > 0;
+    const hasResult = call.result != null && status !== 'running';
+    const body = h('div', { class: 'tool-body', hidden: !open },
+      hasParams ? [h('div', { class: 'label' }, 'Parameters'), auto('pre', { class: 'params' }, json(call.params))] : null,
+      hasResult ? [h('div', { class: 'label' }, 'Result'), auto('pre', { class: 'result' }, json(call.result))] : null);
+    const toggle = hasParams || hasResult
+      ? h('button', {
+        type: 'button',
+        class: 'link details-toggle',
+        'aria-expanded': String(open),
+        onclick: (e) => {
+          open = !open;
+          body.hidden = !open;
+          e.currentTarget.setAttribute('aria-expanded', String(open));
+          e.currentTarget.textContent = open ? 'Hide details' : 'Details';
+        },
+      }, open ? 'Hide details' : 'Details')
+      : null;
     fill(el,
       h('div', { class: 'tool-head' },
         h('span', { class: 'tool-icon', 'aria-hidden': 'true' }, waiting ? '!' : '⚙'),
         h('code', { class: 'tool-name' }, call.tool_name || 'tool'),
         h('span', { class: `badge ${status}` }, LABELS[status] || status),
-        call.execution_time_ms ? h('span', { class: 'muted' }, seconds(call.execution_time_ms / 1000)) : null),
-      call.params && Object.keys(call.params).length
-        ? auto('code', { class: 'params' }, brief(call.params, 400)) : null,
+        call.execution_time_ms ? h('span', { class: 'muted' }, seconds(call.execution_time_ms / 1000)) : null,
+        toggle),
+      waiting && hasParams ? auto('p', { class: 'args' }, argumentsLine(call.params)) : null,
       waiting ? h('p', { class: 'why' }, 'This is a high-risk action: it runs only if you confirm it.') : null,
-      call.result != null && status !== 'running' ? auto('pre', { class: 'result' }, brief(call.result, 1200)) : null,
-      call.error ? notice('error', call.error) : null,
+      call.error ? notice('error', brief(call.error, 300)) : null,
       call.reason ? auto('p', { class: 'muted' }, `Reason: ${call.reason}`) : null,
+      body,
       waiting && call.action_id ? decision(call, update, onDecided) : null);
   };
   update(call);
-  return { el, update };
+  return { el, update, call };
 }
 
 function decision(call, update, onDecided) {

@@ -1,11 +1,16 @@
 // Ask: one question over /api/v1/query, the answer streamed as it is written (the
 // sentences quoted from the sources first, at once, then the model's checked sentences),
 // numbered citations that open the cited passage (source, section, page), and the timing.
+// An empty or over-long question is refused with a message, never sent cut.
 
-import { h, fill, auto, notice, modal, seconds, ticker, plural } from './dom.js';
+import {
+  h, fill, auto, notice, modal, seconds, ticker, plural, lengthGuard,
+} from './dom.js';
 import * as api from './api.js';
 
 const PAGED = { pdf: 'Page', pptx: 'Slide' };
+/** Longest question the page sends. */
+const MAX_QUESTION_CHARS = 4000;
 
 function pagesOf(m) {
   const kind = PAGED[String(m.file_type || '').replace(/^\./, '').toLowerCase()];
@@ -47,23 +52,29 @@ export async function openPassage(source, n) {
   return shown;
 }
 
+/** The button of citation `n` that opens its source, or null when there is no source n. */
+export function citeButton(sources, n) {
+  const s = sources?.[n - 1];
+  if (!s) return null;
+  return h('button', {
+    type: 'button',
+    class: 'cite',
+    'data-n': n,
+    title: s.title || s.source,
+    'aria-label': `Source ${n}: ${s.title || s.source}`,
+    onclick: () => openPassage(s, n),
+  }, String(n));
+}
+
 /** Answer text with each [n] turned into a button that opens source n. */
 export function withCitations(text, sources) {
   const parts = [];
   let last = 0;
   for (const m of text.matchAll(/\[(\d{1,2})\]/g)) {
-    const n = Number(m[1]);
-    const s = sources[n - 1];
-    if (!s) continue;
+    const button = citeButton(sources, Number(m[1]));
+    if (!button) continue;
     parts.push(text.slice(last, m.index));
-    parts.push(h('button', {
-      type: 'button',
-      class: 'cite',
-      'data-n': n,
-      title: s.title || s.source,
-      'aria-label': `Source ${n}: ${s.title || s.source}`,
-      onclick: () => openPassage(s, n),
-    }, String(n)));
+    parts.push(button);
     last = m.index + m[0].length;
   }
   parts.push(text.slice(last));
@@ -124,8 +135,11 @@ function renderAnswer(box, r) {
 export function askView(root) {
   let controller = null;
   const question = auto('textarea', {
-    id: 'question', rows: 3, maxlength: 4000, placeholder: 'Ask a question about your documents', 'aria-label': 'Question',
+    id: 'question', rows: 3, placeholder: 'Ask a question about your documents', 'aria-label': 'Question',
   });
+  const guard = lengthGuard(question, MAX_QUESTION_CHARS, 'question');
+  const problem = h('div', { id: 'ask-problem' });
+  question.addEventListener('input', () => fill(problem));
   const askButton = h('button', { type: 'submit', class: 'primary', id: 'ask-button' }, 'Ask');
   const stopButton = h('button', { type: 'button', id: 'stop-button', hidden: true, onclick: () => controller?.abort() }, 'Stop');
   const status = h('span', { class: 'muted', id: 'ask-status', 'aria-live': 'polite' });
@@ -134,7 +148,10 @@ export function askView(root) {
   async function ask(e) {
     e.preventDefault();
     const q = question.value.trim();
-    if (!q || controller) return;
+    if (controller) return;
+    const why = guard.problem(q);
+    fill(problem, why ? notice('error', why) : null);
+    if (why) return;
     controller = new AbortController();
     askButton.disabled = true;
     stopButton.hidden = false;
@@ -177,8 +194,9 @@ export function askView(root) {
   const form = h('form', { class: 'panel ask', id: 'ask-form', onsubmit: ask },
     h('h2', {}, 'Ask your documents'),
     question,
+    problem,
     h('div', { class: 'row' }, askButton, stopButton, status,
-      h('small', { class: 'muted push' }, 'Enter to ask · Shift+Enter for a new line')));
+      h('span', { class: 'push' }, guard.el, h('small', { class: 'muted' }, 'Enter to ask · Shift+Enter for a new line'))));
   question.addEventListener('keydown', (e) => {
     if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
       e.preventDefault();

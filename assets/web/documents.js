@@ -201,10 +201,12 @@ export function documentsView(root, ctx) {
       fill(sources, h('p', { class: 'empty' }, 'Nothing here yet. Drop a file above to start.'));
       return;
     }
+    // The summary counts what the filter shows.
+    const passages = shown.reduce((n, [, c]) => n + c, 0);
     fill(sources,
-      h('p', { class: 'muted', id: 'source-summary' },
-        `${plural(entries.length, 'source')} · ${plural(stats.total_documents, 'passage')}`,
-        langs ? ` · languages: ${langs}` : ''),
+      h('p', { class: 'muted', id: 'source-summary' }, q
+        ? `${shown.length} of ${plural(entries.length, 'source')} · ${passages} of ${plural(stats.total_documents, 'passage')}`
+        : [`${plural(entries.length, 'source')} · ${plural(stats.total_documents, 'passage')}`, langs ? ` · languages: ${langs}` : '']),
       shown.length ? h('table', { class: 'list' },
         h('thead', {}, h('tr', {}, h('th', {}, 'Source'), h('th', { class: 'num' }, 'Passages'), h('th', {}, h('span', { class: 'visually-hidden' }, 'Actions')))),
         h('tbody', {}, shown.map(([s, n]) => h('tr', { 'data-source': s },

@@ -83,6 +83,35 @@ export function ticker(el, label = 'Working') {
   return () => clearInterval(id);
 }
 
+const count = (n) => n.toLocaleString('en');
+
+/**
+ * The length limit of a text field, said in words: a counter that shows from 80% of the
+ * limit (red past it), and `problem(text)`, why `text` cannot be sent (empty, or too long:
+ * never cut without a word), or null.
+ */
+export function lengthGuard(field, max, noun) {
+  const el = h('small', { class: 'counter', 'aria-live': 'polite', hidden: true });
+  const update = () => {
+    const n = field.value.length;
+    el.hidden = n < max * 0.8;
+    el.classList.toggle('over', n > max);
+    el.textContent = n > max
+      ? `${count(n)} / ${count(max)} characters: ${count(n - max)} too many`
+      : `${count(n)} / ${count(max)} characters`;
+  };
+  field.addEventListener('input', update);
+  const problem = (text) => {
+    if (!text) return `Write a ${noun} first.`;
+    if (text.length > max) {
+      return `This ${noun} is ${count(text.length)} characters long; the limit is ${count(max)}. `
+        + 'Shorten it: nothing was sent.';
+    }
+    return null;
+  };
+  return { el, update, problem };
+}
+
 /** A status line that screen readers announce. */
 export function notice(kind, text) {
   return h('p', { class: `notice ${kind}`, role: kind === 'error' ? 'alert' : 'status' }, text);

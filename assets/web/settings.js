@@ -5,11 +5,17 @@
 
 import { h, fill, auto, notice, brief, bytes } from './dom.js';
 import * as api from './api.js';
+import { label, valueInWords } from './labels.js';
 
-function table(obj) {
-  return h('table', { class: 'list kv' }, h('tbody', {}, Object.entries(obj).map(([k, v]) => h('tr', {},
-    h('th', { scope: 'row' }, k.replaceAll('_', ' ')),
-    auto('td', {}, v === null || v === '' ? '—' : Array.isArray(v) ? v.join(', ') || '—' : brief(v, 400))))));
+/** A table of settings; `words` shows values as words (Yes, English) rather than as stored. */
+function table(obj, { words = false } = {}) {
+  const value = (k, v) => {
+    if (words) return valueInWords(k, v) ?? brief(v, 400);
+    return v === null || v === '' ? '—' : Array.isArray(v) ? v.join(', ') || '—' : brief(v, 400);
+  };
+  return h('table', { class: 'list kv' }, h('tbody', {}, Object.entries(obj).map(([k, v]) => h('tr', { 'data-key': k },
+    h('th', { scope: 'row' }, label(k)),
+    auto('td', {}, value(k, v))))));
 }
 
 export function settingsView(root) {
@@ -29,12 +35,16 @@ async function healthPanel(health) {
     const [ready, stats] = await Promise.all([api.kb('GET', '/health/ready'), api.kb('GET', '/health/stats')]);
     fill(health, h('h2', {}, 'Health'),
       h('p', {}, ready.ready ? notice('ok', 'Ready') : notice('error', 'Not ready')),
-      h('ul', { class: 'components' }, ready.components.map((c) => h('li', {},
-        h('span', { class: `badge ${c.healthy ? 'executed' : 'failed'}` }, c.healthy ? 'healthy' : 'not healthy'),
-        ` ${c.name}`, !c.healthy && c.detail ? h('small', { class: 'muted' }, ` — ${c.detail}`) : null))),
+      h('ul', { class: 'components' }, ready.components.map((c) => {
+        // An optional model that is not installed is not a fault: grey, in words.
+        const state = c.installed === false ? ['absent', 'not installed'] : c.healthy ? ['executed', 'healthy'] : ['failed', 'not healthy'];
+        return h('li', { 'data-component': c.name, 'data-state': state[1] },
+          h('span', { class: `badge ${state[0]}` }, state[1]),
+          ` ${label(c.name)}`, !c.healthy && c.detail ? h('small', { class: 'muted' }, ` — ${c.detail}`) : null);
+      })),
       table({
-        documents: stats.document_count,
         sources: stats.sources_count,
+        passages: stats.document_count,
         embedding_model: stats.embedding_model,
         llm_model: stats.llm_model,
         reranker: stats.reranker_enabled ? 'on' : 'off',
@@ -48,7 +58,7 @@ async function healthPanel(health) {
 async function settingsPanels(assistant, server) {
   try {
     const s = await api.op('get_settings', {}, { method: 'GET' });
-    fill(assistant, h('h2', {}, 'Assistant'), table(s.settings),
+    fill(assistant, h('h2', {}, 'Assistant'), table(s.settings, { words: true }),
       h('p', { class: 'hint' }, 'Change these by running setup again, or with the ', h('code', {}, 'update_setting'),
         ' tool in Chat (it waits for your confirmation).'),
       h('a', { class: 'button', href: '#/setup' }, 'Run setup'));

@@ -89,6 +89,16 @@ const ASSETS: &[Asset] = &[
         body: include_str!("../../assets/web/settings.js"),
     },
     Asset {
+        name: "markdown.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../assets/web/markdown.js"),
+    },
+    Asset {
+        name: "labels.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../assets/web/labels.js"),
+    },
+    Asset {
         name: "icon.svg",
         content_type: "image/svg+xml",
         body: include_str!("../../assets/web/icon.svg"),

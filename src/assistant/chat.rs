@@ -202,6 +202,12 @@ impl Assistant {
         let mut stored = NewMessage::text(StoredRole::Assistant, reply.response.clone());
         stored.tool_calls = (!reply.tool_calls.is_empty())
             .then(|| serde_json::to_value(&reply.tool_calls).unwrap_or_default());
+        // Kept with the message, so that a reopened conversation shows its citations.
+        stored.answer = Some(json!({
+            "answer_mode": reply.answer_mode,
+            "sources": reply.sources,
+            "grounding": reply.grounding,
+        }));
         stored.tokens_in = reply.tokens_in;
         stored.tokens_out = reply.tokens_out;
         let saved = self

@@ -15,6 +15,7 @@
 mod purge;
 mod reconcile;
 mod search;
+mod snippet;
 pub mod types;
 
 use std::path::Path;
@@ -283,6 +284,7 @@ impl Conversations {
                     content: &m.content,
                     tool_calls: m.tool_calls.as_ref(),
                     attachments: m.attachments.as_ref(),
+                    answer: m.answer.as_ref(),
                     tokens_in: m.tokens_in,
                     tokens_out: m.tokens_out,
                     created_at: &now,
@@ -319,7 +321,11 @@ impl Conversations {
                     tokens_in: m.tokens_in,
                     tokens_out: m.tokens_out,
                     created_at: now,
-                };
+                    sources: None,
+                    answer_mode: None,
+                    grounding: None,
+                }
+                .with_answer(m.answer);
                 tracing::debug!(key, "message stored");
                 Ok((view, IndexChange::upsert(generation, docs)))
             })

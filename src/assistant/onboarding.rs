@@ -313,6 +313,8 @@ fn view(row: &OnboardingRow, state: &State) -> Result<Value> {
             "percent": (answered * 100).checked_div(total).unwrap_or(100),
         },
         "answers": state.answers,
+        // Every question in order, so a client can go back to an answered one.
+        "questions": questions::all(),
         "prefilled": state.prefilled,
         "configuration": state.configuration,
         "result": state.result,

@@ -50,6 +50,7 @@ impl KnowledgeBase {
         Component {
             name: "embedder".into(),
             healthy,
+            installed: true,
             detail,
             device: runs.map(|r| r.device.clone()),
             arithmetic: runs.map(|r| r.arithmetic.clone()),
@@ -108,6 +109,7 @@ impl KnowledgeBase {
         Component {
             name: "llm".into(),
             healthy,
+            installed: slot.current().is_some() || slot.failure().is_some(),
             detail,
             device: runs.map(|r| r.device.clone()),
             arithmetic: runs.map(|r| r.arithmetic.clone()),
@@ -140,6 +142,7 @@ impl KnowledgeBase {
         Component {
             name: "reranker".into(),
             healthy,
+            installed: self.reranker.is_some(),
             detail,
             device: runs.map(|r| r.device.clone()),
             arithmetic: runs.map(|r| r.arithmetic.clone()),
@@ -151,6 +154,7 @@ impl KnowledgeBase {
             return Component {
                 name: "vector_store".into(),
                 healthy: false,
+                installed: true,
                 detail: reason,
                 device: None,
                 arithmetic: None,
@@ -189,6 +193,7 @@ impl KnowledgeBase {
         Component {
             name: "vector_store".into(),
             healthy,
+            installed: true,
             detail,
             device: None,
             arithmetic: None,

@@ -39,6 +39,24 @@ pub(super) fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
+/// The format of an uploaded file. A refusal lists the types `/upload` reads and says
+/// that ZIP archives of them are read too, by `/upload/bulk/zip`.
+pub fn upload_format(filename: &str) -> Result<&'static Format> {
+    Format::for_filename(filename).map_err(|e| {
+        if crate::parse::formats::extension_of(filename) == ".zip" {
+            return Error::bad_request(
+                "a .zip archive is uploaded to /api/v1/upload/bulk/zip, which ingests each file in it",
+            );
+        }
+        let why = e.to_string();
+        if why.contains("; supported:") {
+            Error::bad_request(format!("{why}, and .zip archives of these (at /api/v1/upload/bulk/zip)"))
+        } else {
+            Error::bad_request(why)
+        }
+    })
+}
+
 /// The last path component of a client-supplied name, never a path.
 pub fn clean_filename(name: &str) -> Result<String> {
     let base = name.rsplit(['/', '\\']).next().unwrap_or("").trim();
@@ -111,8 +129,7 @@ impl FileUpload {
     /// The upload as a source to ingest.
     fn into_source(self) -> Result<IngestSource> {
         let filename = clean_filename(&self.filename)?;
-        let format =
-            Format::for_filename(&filename).map_err(|e| Error::bad_request(e.to_string()))?;
+        let format = upload_format(&filename)?;
         Ok(IngestSource {
             name: filename,
             source_type: SourceType::File,

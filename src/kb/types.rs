@@ -73,6 +73,9 @@ pub struct SearchResponse {
 pub struct Component {
     pub name: String,
     pub healthy: bool,
+    /// False for an optional model that is not installed (the LLM, the reranker): not
+    /// healthy, yet nothing is wrong; the server works without it.
+    pub installed: bool,
     /// Why, when not healthy; what was checked, when healthy.
     pub detail: String,
     /// Where a model runs: `cpu (...)`, `cuda:0 (GPU name, memory, compute capability)`,

@@ -32,6 +32,8 @@ pub struct MessageRow {
     pub content: String,
     pub tool_calls: Option<Value>,
     pub attachments: Option<Value>,
+    /// An assistant answer's `{answer_mode, sources, grounding}`.
+    pub answer: Option<Value>,
     pub tokens_in: u64,
     pub tokens_out: u64,
     pub created_at: String,
@@ -46,6 +48,7 @@ pub struct NewMessageRow<'a> {
     pub content: &'a str,
     pub tool_calls: Option<&'a Value>,
     pub attachments: Option<&'a Value>,
+    pub answer: Option<&'a Value>,
     pub tokens_in: u64,
     pub tokens_out: u64,
     pub created_at: &'a str,
@@ -54,7 +57,7 @@ pub struct NewMessageRow<'a> {
 const CONV_COLS: &str =
     "id, user_id, title, title_is_default, status, message_count, created_at, updated_at, deleted_at";
 const MSG_COLS: &str =
-    "key, id, conversation_id, role, content, tool_calls, attachments, tokens_in, tokens_out, created_at";
+    "key, id, conversation_id, role, content, tool_calls, attachments, tokens_in, tokens_out, created_at, answer";
 
 fn conv_row(r: &Row<'_>) -> rusqlite::Result<ConversationRow> {
     Ok(ConversationRow {
@@ -86,6 +89,7 @@ fn msg_row(r: &Row<'_>) -> rusqlite::Result<MessageRow> {
         tokens_in: r.get::<_, i64>(7)? as u64,
         tokens_out: r.get::<_, i64>(8)? as u64,
         created_at: r.get(9)?,
+        answer: json_col(r.get(10)?),
     })
 }
 
@@ -180,11 +184,26 @@ pub fn active_titles(
     Ok(out)
 }
 
+/// The text of each message among `ids`: `(id, content)`.
+pub fn message_texts(c: &Connection, ids: &[String]) -> Result<Vec<(String, String)>> {
+    let mut st = c.prepare_cached("SELECT id, content FROM messages WHERE id = ?1")?;
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        if let Some(t) = st
+            .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?
+        {
+            out.push(t);
+        }
+    }
+    Ok(out)
+}
+
 /// Inserts a message and touches its conversation (`updated_at`, count).
 pub fn insert_message(c: &Connection, m: &NewMessageRow<'_>) -> Result<u64> {
     let key = c.query_row(
-        "INSERT INTO messages (id, conversation_id, role, content, tool_calls, attachments, tokens_in, tokens_out, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) RETURNING key",
+        "INSERT INTO messages (id, conversation_id, role, content, tool_calls, attachments, tokens_in, tokens_out, created_at, answer)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING key",
         params![
             m.id,
             m.conversation_id,
@@ -194,7 +213,8 @@ pub fn insert_message(c: &Connection, m: &NewMessageRow<'_>) -> Result<u64> {
             m.attachments.map(|v| v.to_string()),
             m.tokens_in as i64,
             m.tokens_out as i64,
-            m.created_at
+            m.created_at,
+            m.answer.map(|v| v.to_string())
         ],
         |r| r.get::<_, i64>(0),
     )?;
@@ -298,7 +318,7 @@ pub fn for_each_indexable(
     ))?;
     let mut rows = st.query([])?;
     while let Some(r) = rows.next()? {
-        let user: String = r.get(10)?;
+        let user: String = r.get(11)?;
         msg(&user, &msg_row(r)?)?;
     }
     Ok(())

@@ -66,6 +66,8 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0004_conversations_actions.sql"),
     // 5: the identity of the embedder behind the stored vectors; the `reindex` task kind.
     include_str!("migrations/0005_embedder_identity.sql"),
+    // 6: the sources, mode and grounding of an assistant message's answer.
+    include_str!("migrations/0006_message_answer.sql"),
 ];
 
 /// The schema version the migrations lead to.

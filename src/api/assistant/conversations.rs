@@ -79,7 +79,6 @@ async fn history(
     let id = p.required_str("conversation_id")?;
     let h = s
         .assistant
-        .conversations
         .history(&limited.user.id, &id, int(&p, "limit")?, int(&p, "offset")?)
         .await?;
     data(h)

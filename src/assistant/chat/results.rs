@@ -15,10 +15,11 @@ pub(super) fn summary_of(records: &[ToolCallRecord]) -> String {
     records
         .iter()
         .map(|r| match r.status.as_str() {
+            // The action's id is on the call itself; the text is for people.
             "pending_confirmation" => format!(
-                "{} needs your confirmation (action {}).",
+                "{}{} waits for your confirmation.",
                 r.tool_name,
-                r.action_id.as_deref().unwrap_or("")
+                arguments(&r.params)
             ),
             "proposed" => format!("Proposed: {} with {}.", r.tool_name, r.params),
             "executed" => match r.tool_name.as_str() {
@@ -46,6 +47,21 @@ pub(super) fn summary_of(records: &[ToolCallRecord]) -> String {
         .join("\n")
 }
 
+/// A call's arguments as words: ` (source “a.md”)`, or nothing when it has none.
+fn arguments(params: &Value) -> String {
+    let Some(map) = params.as_object().filter(|m| !m.is_empty()) else {
+        return String::new();
+    };
+    let parts: Vec<String> = map
+        .iter()
+        .map(|(k, v)| match v {
+            Value::String(s) => format!("{} “{s}”", k.replace('_', " ")),
+            other => format!("{} {other}", k.replace('_', " ")),
+        })
+        .collect();
+    format!(" ({})", parts.join(", "))
+}
+
 /// A tool's result as fed back to the model: itself, or when its JSON is longer than
 /// [`MAX_FED_BACK_CHARS`], the start of that JSON and a note of what was left out.
 pub(super) fn fed_back_result(result: &Value) -> Value {
@@ -68,6 +84,24 @@ pub(super) fn fed_back_result(result: &Value) -> Value {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_held_call_is_described_without_its_action_id() {
+        let held = ToolCallRecord {
+            tool_name: "delete_source".into(),
+            params: json!({"source": "old-notes.md"}),
+            status: "pending_confirmation".into(),
+            result: Value::Null,
+            execution_time_ms: 0.0,
+            action_id: Some("3e43b0c2-5a1d-4c1e-9f3a-0d2b6f7e8a91".into()),
+            error: None,
+        };
+        let text = summary_of(&[held]);
+        assert_eq!(
+            text,
+            "delete_source (source “old-notes.md”) waits for your confirmation."
+        );
+    }
 
     #[test]
     fn long_tool_results_are_cut_before_they_are_fed_back() {

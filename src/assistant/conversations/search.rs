@@ -1,7 +1,10 @@
-//! Per-user full-text search over conversation titles and messages.
+//! Per-user full-text search over conversation titles and messages. A conversation's
+//! title hit is left out when one of its messages matched too (the title is usually its
+//! first message), as are hits showing the same excerpt of the same conversation; the
+//! excerpts are tidied by [`snippet::tidy`](super::snippet::tidy).
 
 use super::{
-    in_range, repo, ConversationHit, Conversations, Result, SearchPage, MAX_PAGE_SIZE,
+    in_range, repo, snippet, ConversationHit, Conversations, Result, SearchPage, MAX_PAGE_SIZE,
     MAX_QUERY_CHARS,
 };
 use crate::assistant::AssistantError;
@@ -49,20 +52,45 @@ impl Conversations {
                 .read_sync(|c| repo::active_titles(c, &uid, &ids))?
                 .into_iter()
                 .collect();
-            let results: Vec<ConversationHit> = hits
+            let message_ids: Vec<String> =
+                hits.iter().filter_map(|h| h.message_id.clone()).collect();
+            let texts: std::collections::HashMap<String, String> = store
+                .read_sync(|c| repo::message_texts(c, &message_ids))?
                 .into_iter()
-                .filter_map(|h| {
-                    let title = titles.get(&h.conversation_id)?.clone();
-                    Some(ConversationHit {
-                        conversation_id: h.conversation_id,
-                        title,
-                        message_id: h.message_id,
-                        snippet: h.snippet,
-                        snippet_html: h.snippet_html,
-                        score: h.score,
-                    })
-                })
                 .collect();
+            let with_messages: std::collections::HashSet<&str> = hits
+                .iter()
+                .filter(|h| h.message_id.is_some())
+                .map(|h| h.conversation_id.as_str())
+                .collect();
+            let mut seen = std::collections::HashSet::new();
+            let mut dropped = 0usize;
+            let mut results = Vec::with_capacity(hits.len());
+            for h in &hits {
+                let Some(title) = titles.get(&h.conversation_id) else {
+                    continue;
+                };
+                let full = match &h.message_id {
+                    Some(m) => texts.get(m).map(String::as_str),
+                    None => Some(title.as_str()),
+                };
+                let s = snippet::tidy(&h.snippet_html, &h.snippet, full);
+                let repeated =
+                    h.message_id.is_none() && with_messages.contains(h.conversation_id.as_str());
+                if repeated || !seen.insert((h.conversation_id.clone(), s.plain.clone())) {
+                    dropped += 1;
+                    continue;
+                }
+                results.push(ConversationHit {
+                    conversation_id: h.conversation_id.clone(),
+                    title: title.clone(),
+                    message_id: h.message_id.clone(),
+                    snippet: s.plain,
+                    snippet_html: s.html,
+                    score: h.score,
+                });
+            }
+            let total = total.saturating_sub(dropped);
             Ok((results, total as u64))
         })
         .await

@@ -82,6 +82,9 @@ pub struct NewMessage {
     pub tool_calls: Option<Value>,
     /// Attachments of a user turn (names, types, sizes).
     pub attachments: Option<Value>,
+    /// What an assistant answer rests on: `{answer_mode, sources, grounding}`, as the
+    /// chat response gave them.
+    pub answer: Option<Value>,
     pub tokens_in: u64,
     pub tokens_out: u64,
 }
@@ -94,6 +97,7 @@ impl NewMessage {
             content: content.into(),
             tool_calls: None,
             attachments: None,
+            answer: None,
             tokens_in: 0,
             tokens_out: 0,
         }
@@ -112,6 +116,32 @@ pub struct MessageView {
     pub tokens_in: u64,
     pub tokens_out: u64,
     pub created_at: String,
+    /// An assistant reply's sources, numbered as its `[n]` citations (absent for user
+    /// messages and replies that used none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sources: Option<Value>,
+    /// An assistant reply's `answer_mode` (`generative`, `mixed` or `extractive`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answer_mode: Option<String>,
+    /// What was checked of a knowledge-base answer against its sources.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grounding: Option<Value>,
+}
+
+impl MessageView {
+    /// Splits a stored `{answer_mode, sources, grounding}` into the view's fields.
+    pub(crate) fn with_answer(mut self, answer: Option<Value>) -> Self {
+        let Some(Value::Object(mut a)) = answer else {
+            return self;
+        };
+        let present = |v: Option<Value>| v.filter(|v| !v.is_null());
+        self.sources =
+            present(a.remove("sources")).filter(|s| s.as_array().is_some_and(|s| !s.is_empty()));
+        self.answer_mode =
+            present(a.remove("answer_mode")).and_then(|m| m.as_str().map(str::to_owned));
+        self.grounding = present(a.remove("grounding"));
+        self
+    }
 }
 
 impl From<MessageRow> for MessageView {
@@ -126,7 +156,11 @@ impl From<MessageRow> for MessageView {
             tokens_in: r.tokens_in,
             tokens_out: r.tokens_out,
             created_at: r.created_at,
+            sources: None,
+            answer_mode: None,
+            grounding: None,
         }
+        .with_answer(r.answer)
     }
 }
 
