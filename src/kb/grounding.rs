@@ -291,8 +291,8 @@ impl Section {
 }
 
 /// Per passage, whether it is beside the question: the question names a term that is the
-/// heading of another section of the same document (its sibling: "sick" in "Leave policy
-/// > Sick leave"), while this passage and its headings never use it. The document itself
+/// heading of another section of the same document (its sibling: "sick" in the section
+/// path `Leave policy > Sick leave`), while this passage and its headings never use it. The document itself
 /// then tells the two topics apart, and this passage is about the other one: "How many
 /// days of paid sick leave do I get?" is not answered by the annual leave section's "25
 /// days of paid annual leave", however close the two sentences' embeddings are.
