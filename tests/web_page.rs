@@ -513,6 +513,36 @@ async fn the_page_works_end_to_end_without_an_llm() {
 /// What the scripted model writes when asked to delete something.
 const DELETE_CALL: &str = "I will remove that file.<tool_call>{\"name\": \"delete_source\", \"arguments\": {\"source\": \"old-notes.md\"}}</tool_call>";
 
+/// Whether the last user message of `prompt` asks to delete something.
+fn asks_delete(prompt: &Prompt) -> bool {
+    match prompt {
+        Prompt::Chat(m) => m
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .is_some_and(|m| m.content.contains("delete")),
+        _ => false,
+    }
+}
+
+/// Streams `text` as tokens of `size` characters, then its end; stops when nobody
+/// listens any more.
+async fn send_in_pieces(tx: &mpsc::Sender<LlmEvent>, text: &str, size: usize) {
+    let chars: Vec<char> = text.chars().collect();
+    for piece in chars.chunks(size) {
+        let text = piece.iter().collect();
+        if tx.send(LlmEvent::Token { text }).await.is_err() {
+            return;
+        }
+    }
+    let done = LlmEvent::Done {
+        prompt_tokens: 100,
+        completion_tokens: chars.len() / size + 1,
+        finish_reason: FinishReason::Stop,
+    };
+    let _ = tx.send(done).await;
+}
+
 /// A scripted model (the chat engine, the held action and the stream around it are
 /// real): a request to delete something is answered with a `delete_source` call; anything
 /// else with words, slowly and without end, until nobody listens any more.
@@ -525,14 +555,7 @@ struct Scripted {
 impl Generator for Scripted {
     fn generate(&self, request: GenerateRequest) -> Result<mpsc::Receiver<LlmEvent>, MlError> {
         let (tx, rx) = mpsc::channel(64);
-        let asks_delete = match &request.prompt {
-            Prompt::Chat(m) => m
-                .iter()
-                .rev()
-                .find(|m| m.role == Role::User)
-                .is_some_and(|m| m.content.contains("delete")),
-            _ => false,
-        };
+        let asks_delete = asks_delete(&request.prompt);
         let stopped = self.stopped.clone();
         tokio::spawn(async move {
             if !asks_delete {
@@ -548,17 +571,7 @@ impl Generator for Scripted {
                 stopped.store(true, Ordering::SeqCst);
                 return;
             }
-            let chars: Vec<char> = DELETE_CALL.chars().collect();
-            for piece in chars.chunks(6) {
-                let text = piece.iter().collect();
-                let _ = tx.send(LlmEvent::Token { text }).await;
-            }
-            let done = LlmEvent::Done {
-                prompt_tokens: 100,
-                completion_tokens: chars.len() / 6 + 1,
-                finish_reason: FinishReason::Stop,
-            };
-            let _ = tx.send(done).await;
+            send_in_pieces(&tx, DELETE_CALL, 6).await;
         });
         Ok(rx)
     }
@@ -1140,33 +1153,14 @@ struct Writer {
 impl Generator for Writer {
     fn generate(&self, request: GenerateRequest) -> Result<mpsc::Receiver<LlmEvent>, MlError> {
         let (tx, rx) = mpsc::channel(256);
-        let asks_delete = match &request.prompt {
-            Prompt::Chat(m) => m
-                .iter()
-                .rev()
-                .find(|m| m.role == Role::User)
-                .is_some_and(|m| m.content.contains("delete")),
-            _ => false,
-        };
+        let asks_delete = asks_delete(&request.prompt);
         let text = if asks_delete {
             "<tool_call>{\"name\": \"delete_source\", \"arguments\": {\"source\": \"old-notes.md\"}}</tool_call>"
         } else {
             MARKDOWN_REPLY
         };
         tokio::spawn(async move {
-            let chars: Vec<char> = text.chars().collect();
-            for piece in chars.chunks(8) {
-                let text = piece.iter().collect();
-                if tx.send(LlmEvent::Token { text }).await.is_err() {
-                    return;
-                }
-            }
-            let done = LlmEvent::Done {
-                prompt_tokens: 100,
-                completion_tokens: chars.len() / 8 + 1,
-                finish_reason: FinishReason::Stop,
-            };
-            let _ = tx.send(done).await;
+            send_in_pieces(&tx, text, 8).await;
         });
         Ok(rx)
     }

@@ -170,8 +170,7 @@ impl KnowledgeBase {
             .store
             .read(move |c| repo::chunks_by_keys(c, &keys))
             .await?;
-        let mut by_key: std::collections::HashMap<u64, _> =
-            rows.into_iter().map(|r| (r.key, r)).collect();
+        let mut by_key: HashMap<u64, _> = rows.into_iter().map(|r| (r.key, r)).collect();
         let mut hits: Vec<SearchHit> = candidates
             .iter()
             .filter_map(|(key, score)| {
