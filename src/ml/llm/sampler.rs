@@ -1,14 +1,22 @@
 //! Chooses the next token from the logits: repetition penalty over the last N tokens,
 //! the constraint's mask, then greedy, temperature or top-p sampling with a seeded RNG.
+//!
+//! Top-p runs ragd's own [`nucleus`]: the same tokens as candle's sampler for the same
+//! seed, without sorting the whole vocabulary for every token (a 49,152-entry sort took
+//! milliseconds per token, on the model's thread, once per sequence of a decode step).
 
 use candle_core::{Device, Tensor};
 use candle_transformers::generation::{LogitsProcessor, Sampling};
+use rand::distr::{weighted::WeightedIndex, Distribution};
+use rand::SeedableRng;
 
 use super::{GenerationParams, MlError};
 
 /// The sampling state of one generation.
 pub struct Sampler {
     processor: LogitsProcessor,
+    /// Top-p sampling: its own seeded generator, temperature and `p`.
+    top_p: Option<(rand::rngs::StdRng, f64, f32)>,
     penalty: f32,
     last_n: usize,
 }
@@ -28,8 +36,17 @@ impl Sampler {
                 temperature: params.temperature,
             }
         };
+        let top_p = match sampling {
+            Sampling::TopP { p, temperature } => Some((
+                rand::rngs::StdRng::seed_from_u64(params.seed),
+                temperature,
+                p as f32,
+            )),
+            _ => None,
+        };
         Self {
             processor: LogitsProcessor::from_sampling(params.seed, sampling),
+            top_p,
             penalty: params.repeat_penalty,
             last_n: params.repeat_last_n,
         }
@@ -73,7 +90,57 @@ impl Sampler {
         }
         let n = logits.len();
         let t = Tensor::from_vec(logits, n, &Device::Cpu)?;
-        Ok(Some(self.processor.sample(&t)?))
+        let Some((rng, temperature, p)) = self.top_p.as_mut() else {
+            return Ok(Some(self.processor.sample(&t)?));
+        };
+        // Probabilities as candle's sampler computes them, then its nucleus and draw.
+        let t = (&t / *temperature)?;
+        let mut prs = candle_nn::ops::softmax_last_dim(&t)?.to_vec1::<f32>()?;
+        nucleus(&mut prs, *p);
+        let draw = WeightedIndex::new(&prs).map_err(|e| MlError::Inference(e.to_string()))?;
+        Ok(Some(draw.sample(rng) as u32))
+    }
+}
+
+/// Keeps the most likely tokens until their probabilities reach `top_p` and zeroes the
+/// rest: exactly the tokens candle's top-p keeps (it walks the whole vocabulary sorted by
+/// descending probability, ties in index order, summing in that order). Only the tokens
+/// at or above a floor are sorted; every token below it comes after them in that order,
+/// so when they reach `top_p` the walk never gets past them. Otherwise (or on NaN) the
+/// whole vocabulary is sorted, as before.
+pub fn nucleus(prs: &mut [f32], top_p: f32) {
+    let finite = prs.iter().all(|p| !p.is_nan());
+    let floor = prs.iter().fold(0f32, |m, &p| m.max(p)) * 1e-4;
+    let mut order: Vec<usize> = if finite && floor > 0.0 {
+        (0..prs.len()).filter(|&i| prs[i] >= floor).collect()
+    } else {
+        (0..prs.len()).collect()
+    };
+    let mut whole = order.len() == prs.len();
+    let kept = loop {
+        order.sort_by(|&i, &j| prs[j].total_cmp(&prs[i]));
+        let mut cumsum = 0f32;
+        let mut end = None;
+        for (n, &i) in order.iter().enumerate() {
+            if cumsum >= top_p {
+                end = Some(n);
+                break;
+            }
+            cumsum += prs[i];
+        }
+        match end {
+            Some(n) => break n,
+            None if whole => break order.len(),
+            None => {
+                order = (0..prs.len()).collect();
+                whole = true;
+            }
+        }
+    };
+    let keep: Vec<(usize, f32)> = order[..kept].iter().map(|&i| (i, prs[i])).collect();
+    prs.fill(0.0);
+    for (i, p) in keep {
+        prs[i] = p;
     }
 }
 
@@ -110,6 +177,86 @@ mod tests {
         p.repeat_penalty = 2.0;
         let mut s = Sampler::new(&p);
         assert_eq!(s.sample(vec![0.0, 3.0, 2.0], &[1], None).unwrap(), Some(2));
+    }
+
+    /// candle's top-p, as it was used: every token sorted.
+    fn candle_nucleus(prs: &mut [f32], top_p: f32) {
+        let mut order: Vec<usize> = (0..prs.len()).collect();
+        order.sort_by(|&i, &j| prs[j].total_cmp(&prs[i]));
+        let mut cumsum = 0.;
+        for &i in &order {
+            if cumsum >= top_p {
+                prs[i] = 0.0;
+            } else {
+                cumsum += prs[i];
+            }
+        }
+    }
+
+    #[test]
+    fn nucleus_keeps_what_a_whole_sort_keeps() {
+        // Peaked, flat, tied and tiny-tailed distributions over a real vocabulary's size.
+        let mut state = 12345u64;
+        let mut next = || {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 40) as f32 / (1u64 << 24) as f32
+        };
+        for (case, top_p) in [(0, 0.9f32), (1, 0.9), (2, 0.5), (3, 0.99), (4, 0.9), (5, 1.0)] {
+            let n = 49_152;
+            let mut prs: Vec<f32> = (0..n)
+                .map(|i| match case {
+                    0 => (-20.0 * next()).exp(),
+                    1 => 1.0,
+                    2 => [4.0, 4.0, 1.0, 0.0][i % 4] + next() * 1e-9,
+                    3 => if i < 3 { 100.0 } else { next() * 1e-3 },
+                    4 => (-3.0 * next()).exp(),
+                    _ => next(),
+                })
+                .collect();
+            let sum: f32 = prs.iter().sum();
+            prs.iter_mut().for_each(|p| *p /= sum);
+            let (mut a, mut b) = (prs.clone(), prs);
+            nucleus(&mut a, top_p);
+            candle_nucleus(&mut b, top_p);
+            assert_eq!(a, b, "case {case}");
+            assert!(a.iter().any(|&p| p > 0.0));
+        }
+    }
+
+    #[test]
+    fn top_p_draws_what_candle_draws() {
+        let mut state = 99u64;
+        let logits: Vec<f32> = (0..49_152)
+            .map(|_| {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1);
+                (state >> 40) as f32 / (1u64 << 20) as f32
+            })
+            .collect();
+        let p = GenerationParams {
+            temperature: 0.3,
+            top_p: 0.9,
+            seed: 42,
+            repeat_penalty: 1.0,
+            ..GenerationParams::default()
+        };
+        let mut ours = Sampler::new(&p);
+        let mut theirs = LogitsProcessor::from_sampling(
+            42,
+            Sampling::TopP {
+                p: 0.9,
+                temperature: 0.3,
+            },
+        );
+        for step in 0..50 {
+            let mut l = logits.clone();
+            l.rotate_left(step * 97);
+            let t = Tensor::from_vec(l.clone(), l.len(), &Device::Cpu).unwrap();
+            assert_eq!(
+                ours.sample(l, &[], None).unwrap(),
+                Some(theirs.sample(&t).unwrap()),
+                "step {step}"
+            );
+        }
     }
 
     #[test]
