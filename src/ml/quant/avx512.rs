@@ -47,6 +47,8 @@ const KV_U8: [u8; 16] = {
 /// accumulators per token).
 const TILE: usize = 8;
 const TILE_K: usize = 4;
+/// Blocks ahead that the small-block kernels prefetch their weights.
+const AHEAD: usize = 8;
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
 pub(super) unsafe fn matmul(
@@ -221,6 +223,12 @@ unsafe fn small_tile<const KIND: u8, const N: usize>(tile: Tile, x: &Acts) {
     for b in 0..tile.blocks {
         let qb = tile.q.add(b * tile.qstride);
         let pb = tile.p.add(b * tile.pstride);
+        // The weights stream from beyond L2 once per pass: ask for them a few blocks
+        // ahead (past the group's end this is the next group's start).
+        for off in (0..tile.qstride).step_by(64) {
+            _mm_prefetch::<_MM_HINT_T0>(qb.wrapping_add(AHEAD * tile.qstride + off).cast());
+        }
+        _mm_prefetch::<_MM_HINT_T0>(pb.wrapping_add(AHEAD * tile.pstride).cast());
         let mut acc = [_mm512_setzero_si512(); N];
         let mut acc2 = [_mm512_setzero_si512(); N];
         if KIND == Q8_0 {
@@ -295,6 +303,13 @@ unsafe fn k_tile<const KIND: u8, const N: usize>(tile: Tile, x: &Acts) {
     for b in 0..tile.blocks {
         let qb = tile.q.add(b * tile.qstride);
         let pb = tile.p.add(b * tile.pstride);
+        // The next super-block's weights (kilobytes each), asked for ahead as above.
+        for off in (0..tile.qstride).step_by(64) {
+            _mm_prefetch::<_MM_HINT_T0>(qb.wrapping_add(tile.qstride + off).cast());
+        }
+        for off in (0..tile.pstride).step_by(64) {
+            _mm_prefetch::<_MM_HINT_T0>(pb.wrapping_add(tile.pstride + off).cast());
+        }
         let mut a = [_mm512_setzero_si512(); N];
         let mut mn = [_mm512_setzero_si512(); N];
         for j in 0..8 {

@@ -215,6 +215,18 @@ unsafe fn item_kv<V: F16x>(
     }
 }
 
+/// Asks for the cache line at `p` ahead of its use.
+#[inline(always)]
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults, whatever the address.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// Sixteen cached values from value index `i` of `base`.
 #[inline(always)]
 unsafe fn load_kv<V: F16x, const F32: bool>(base: *const u8, i: usize) -> V {
@@ -306,6 +318,25 @@ unsafe fn rows<V: F16x, const R: usize>(c: &Ctx, r0: usize, lo: usize, hi: usize
     }
 }
 
+/// Rows `r0..r0 + n`, all seeing keys `lo..hi` of the block: four at a time, then the
+/// rest together, so their loads are shared and their sums are independent chains (a
+/// decode step's group of three heads is one run of three). A row's arithmetic is the same
+/// whichever run it is in.
+#[inline(always)]
+unsafe fn row_run<V: F16x>(c: &Ctx, r0: usize, n: usize, lo: usize, hi: usize) {
+    let mut r = r0;
+    while r + 4 <= r0 + n {
+        rows::<V, 4>(c, r, lo, hi);
+        r += 4;
+    }
+    match r0 + n - r {
+        3 => rows::<V, 3>(c, r, lo, hi),
+        2 => rows::<V, 2>(c, r, lo, hi),
+        1 => rows::<V, 1>(c, r, lo, hi),
+        _ => {}
+    }
+}
+
 #[inline(always)]
 unsafe fn item_generic<V: F16x, const F32: bool>(
     s: &Shape,
@@ -334,8 +365,26 @@ unsafe fn item_generic<V: F16x, const F32: bool>(
     let (kt, vb) = (scratch.kt.as_mut_ptr(), scratch.vb.as_mut_ptr());
     let (kp, vp) = (k.as_ptr(), v.as_ptr());
     let mut b = item.k0 / KBLOCK;
+    // Bytes of one key block and of one block's values (each contiguous).
+    let elem = if F32 { 4 } else { 2 };
+    let block_bytes = KBLOCK * hd * elem;
     while b * KBLOCK < item.k1 {
         let base = b * KBLOCK;
+        // The next block's keys and values are fetched while this one is computed: the
+        // cache is read once per step from beyond L2, and waiting on each line in turn
+        // left the kernel stalled on its loads.
+        let next = base + KBLOCK;
+        if next < item.k1 {
+            let kn = kp.add(k_index(s.cap, hd, item.kv_head, next, 0) * elem);
+            let vn = vp.add(v_index(s.cap, hd, item.kv_head, next, 0) * elem);
+            let vlen = (item.k1 - next).min(KBLOCK) * hd * elem;
+            for off in (0..block_bytes).step_by(64) {
+                prefetch(kn.add(off));
+            }
+            for off in (0..vlen).step_by(64) {
+                prefetch(vn.add(off));
+            }
+        }
         // This block's keys (transposed: one vector per dimension) and values, in f32.
         for d in 0..hd {
             load_kv::<V, F32>(kp, k_index(s.cap, hd, item.kv_head, base, d))
@@ -353,22 +402,14 @@ unsafe fn item_generic<V: F16x, const F32: bool>(
         let lo = |t: usize| (item.k0.max(s.first_key(t)).max(base) - base).min(KBLOCK);
         let seen = |t: usize| ((s.pos + t + 1).min(item.k1).saturating_sub(base)).min(KBLOCK);
         if lo(item.t1 - 1) == 0 && seen(item.t0) == KBLOCK {
-            // Every row sees the whole block: four rows at a time share its loads.
-            let mut r = 0;
-            while r + 4 <= nrows {
-                rows::<V, 4>(&c, r, 0, KBLOCK);
-                r += 4;
-            }
-            while r < nrows {
-                rows::<V, 1>(&c, r, 0, KBLOCK);
-                r += 1;
-            }
+            // Every row sees the whole block.
+            row_run::<V>(&c, 0, nrows, 0, KBLOCK);
         } else {
-            for r in 0..nrows {
-                let t = item.t0 + r / group;
+            // A token's rows (its group's heads) see the same keys.
+            for t in item.t0..item.t1 {
                 let (lo, hi) = (lo(t), seen(t));
                 if hi > lo {
-                    rows::<V, 1>(&c, r, lo, hi);
+                    row_run::<V>(&c, (t - item.t0) * group, group, lo, hi);
                 }
             }
         }
