@@ -55,6 +55,11 @@ pub struct Config {
     /// Longest wait of a search or an answer for its turn (`RAGD_MAX_QUEUE_WAIT_SECS`):
     /// refused with 429 at once when the turns ahead would take longer, or at its end.
     pub max_queue_wait_secs: u64,
+    /// A generated answer (`/query`, the chat's answers from the knowledge base) that, at
+    /// the LLM's recent pace, would not be done within this long, its wait for a place
+    /// included, is answered from the passages' own sentences instead
+    /// (`RAGD_ANSWER_TARGET_SECS`); an idle LLM always generates.
+    pub answer_target_secs: u64,
     /// `text` or `json` log lines (`RAGD_LOG_FORMAT`).
     pub log_format: LogFormat,
     /// pdfium's shared library (`RAGD_PDFIUM_LIBRARY`); default `<models_dir>/pdfium/libpdfium.so`.
@@ -264,6 +269,7 @@ impl Default for Config {
             max_concurrent_answers: num_cpus::get().max(1),
             answer_queue: 256,
             max_queue_wait_secs: 10,
+            answer_target_secs: 5,
             log_format: LogFormat::Text,
             pdfium_library: None,
             ocr_languages: "eng+ara".into(),
@@ -345,6 +351,7 @@ impl Config {
             max_concurrent_answers,
             answer_queue,
             max_queue_wait_secs,
+            answer_target_secs,
             log_format,
             ocr_languages,
             max_concurrent_parses,
@@ -453,8 +460,8 @@ impl Config {
                 self.llm_temperature
             );
         }
-        if self.max_queue_wait_secs == 0 {
-            bail!("max_queue_wait_secs must be at least 1");
+        if self.max_queue_wait_secs == 0 || self.answer_target_secs == 0 {
+            bail!("max_queue_wait_secs and answer_target_secs must be at least 1");
         }
         if self.rate_limit_chat == 0 || self.rate_limit_tools == 0 || self.action_ttl_secs == 0 {
             bail!("rate limits and action_ttl_secs must be at least 1");

@@ -84,6 +84,9 @@ pub struct LlmDefaults {
     /// Longest a generated answer may run: past it the generation stops and the answer
     /// is what was checked so far (or the passages' sentences).
     pub deadline: std::time::Duration,
+    /// An answer that the LLM, at its recent pace, would not finish within this long is
+    /// answered from the passages' own sentences instead (an idle LLM always generates).
+    pub target: std::time::Duration,
 }
 
 /// Everything a [`KnowledgeBase`] is built from.

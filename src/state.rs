@@ -201,6 +201,7 @@ impl AppState {
                     // An answer should be done within the wait a queued request is
                     // allowed, once more.
                     deadline: Duration::from_secs(2 * cfg.max_queue_wait_secs),
+                    target: Duration::from_secs(cfg.answer_target_secs),
                 },
                 search_gate: GateOptions {
                     running: cfg.search_threads,

@@ -22,6 +22,12 @@ pub trait Generator: Send + Sync + 'static {
     fn info(&self) -> &ModelInfo;
     /// Requests queued or running.
     fn in_flight(&self) -> usize;
+    /// How long a request sent now would take to end at the recent pace, its wait for a
+    /// place included; `None` when it would start at once on an idle model, or when the
+    /// generator keeps no pace.
+    fn expected(&self) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 impl Generator for LlmHandle {
@@ -39,6 +45,9 @@ impl Generator for LlmHandle {
     }
     fn in_flight(&self) -> usize {
         LlmHandle::in_flight(self)
+    }
+    fn expected(&self) -> Option<std::time::Duration> {
+        LlmHandle::expected(self)
     }
 }
 

@@ -25,7 +25,8 @@ pub struct LlmWorkerOptions {
     pub kv_budget: usize,
     /// A request whose answer, at the recent pace, would not be done within this long
     /// (its wait for a place plus a generation's run) is refused at once
-    /// ([`MlError::Overloaded`]); `None` bounds only the queue's length.
+    /// ([`MlError::Overloaded`]), unless the model is idle; `None` bounds only the
+    /// queue's length.
     pub max_wait: Option<std::time::Duration>,
 }
 
@@ -151,20 +152,29 @@ impl LlmHandle {
         }
     }
 
-    /// Whether a new request, behind those in flight, would wait for a place and run
-    /// longer than `max_wait` at the recent pace: `waiting / parallel` rounds of a mean
-    /// generation, then its own. One that finds a free place is always let in.
+    /// Whether a new request would not be done within `max_wait` at the recent pace (see
+    /// [`expected`](Self::expected)): its wait for a place, or a run alone, too long. An
+    /// idle model always takes one, so the pace is always learned again.
     fn would_wait_too_long(&self) -> bool {
         let Some(max_wait) = self.shared.max_wait else {
             return false;
         };
+        self.expected().is_some_and(|t| t > max_wait)
+    }
+
+    /// How long a request sent now would take to end at the recent pace: `waiting /
+    /// parallel` rounds of a mean generation for a place, then its own. `None` while the
+    /// model is idle (it would start at once) or before any generation has ended.
+    pub fn expected(&self) -> Option<std::time::Duration> {
         let (ahead, parallel) = (self.in_flight(), self.shared.parallel);
-        let mean = self.shared.batch.mean_ms.load(Ordering::Relaxed) as u128;
-        if ahead < parallel || mean == 0 {
-            return false;
+        let mean = self.shared.batch.mean_ms.load(Ordering::Relaxed) as u64;
+        if ahead == 0 || mean == 0 {
+            return None;
         }
-        let waiting = (ahead + 1 - parallel) as u128;
-        waiting * mean / parallel as u128 + mean > max_wait.as_millis()
+        let waiting = (ahead + 1).saturating_sub(parallel) as u64;
+        Some(std::time::Duration::from_millis(
+            waiting * mean / parallel as u64 + mean,
+        ))
     }
 
     /// Tokens in `text`, counted on the caller's thread.
