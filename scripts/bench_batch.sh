@@ -59,8 +59,16 @@ for f in $files; do
       sed -nE "s/.* B=([0-9]+) .* S_TG ([0-9.]+) tok\/s.*peak RSS ([0-9]+) MB.*/ragd $f \1 \2 \3/p" >>"$out"
     if [ -n "$llama" ]; then
       ctx=$(( ${npl##*,} * (pp + tg) + 256 ))
-      "$llama" -m "$p" -t "$threads" -c "$ctx" -b 2048 -ub 512 -npp "$pp" -ntg "$tg" -npl "$npl" \
-        --output-format jsonl 2>/dev/null | grep '^{' |
+      args=(-m "$p" -t "$threads" -c "$ctx" -b 2048 -ub 512 -npp "$pp" -ntg "$tg" -npl "$npl"
+        --output-format jsonl)
+      # llama.cpp's AMX buffers crash where the CPU has AMX but the VM does not let a
+      # process use it (ggml_backend_amx_mul_mat): then it runs without its extra
+      # (repacked/AMX) weight buffers, and says so.
+      if ! "$llama" "${args[@]}" -npl 1 -ntg 4 >/dev/null 2>&1; then
+        echo "llama-batched-bench fails with its extra weight buffers here: --no-repack" >&2
+        args+=(--no-repack)
+      fi
+      "$llama" "${args[@]}" 2>/dev/null | grep '^{' |
         "$py" -c '
 import json, sys
 for line in sys.stdin:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ragd under load, from outside: builds the release server and the load generator
-# (examples/load_test), starts `ragd serve` on a temp data dir (no LLM: extractive
-# answers), seeds 200 small documents, then runs CLIENTS clients, each on its own
+# (examples/load_test), starts `ragd serve` on a temp data dir with the models a server
+# finds in models/ (the default LLM when it is installed; --env RAGD_LLM_MODEL=none for
+# extractive answers only), seeds 200 small documents, then runs CLIENTS clients, each on its own
 # keep-alive connection, for SECONDS seconds over a mix of /search (55%), /query (10%),
 # uploads (13%), /documents listing (8%), deletes by source (5%), the assistant's
 # chat_with_tools (6%) and search_conversations (3%), with a /health prober every 250 ms.

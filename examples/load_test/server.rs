@@ -39,7 +39,6 @@ impl Server {
             // No ragd.toml of a checkout is picked up from the temp directory.
             .current_dir(l.data_dir)
             .env("RUST_LOG", "info")
-            .env("RAGD_LLM_MODEL", "none")
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
         for (k, v) in l.env {
