@@ -49,8 +49,10 @@ fn handle(path: &Path, threads: usize, parallel: usize, kv_budget: usize) -> Llm
 }
 
 /// Request `i` of a mixed set: its own question (so prompts differ in length), greedy or
-/// seeded sampling, and its own length.
-fn request(i: usize, base_tokens: usize, ignore_eos: bool) -> GenerateRequest {
+/// seeded sampling, and its own length. With `long`, requests 6 and 7 (the late ones)
+/// carry a passage of several hundred tokens before their question, so their prompts run
+/// in several chunks while the others decode.
+fn request_with(i: usize, base_tokens: usize, ignore_eos: bool, long: bool) -> GenerateRequest {
     let questions = [
         "What is the capital of France?",
         "Name three colours.",
@@ -64,7 +66,16 @@ fn request(i: usize, base_tokens: usize, ignore_eos: bool) -> GenerateRequest {
     GenerateRequest {
         prompt: Prompt::Chat(vec![
             ChatMessage::new(Role::System, "You are a helpful assistant."),
-            ChatMessage::new(Role::User, questions[i % questions.len()]),
+            ChatMessage::new(Role::User, {
+                let q = questions[i % questions.len()];
+                if long && i >= 6 {
+                    let passage = "The harbour master keeps a log of every ship that enters \
+                        the port, its cargo, its crew and the hour of its arrival. ";
+                    format!("{}\n\n{q}", passage.repeat(18 + 5 * (i - 6)))
+                } else {
+                    q.to_owned()
+                }
+            }),
         ]),
         params: GenerationParams {
             max_tokens: base_tokens + 5 * i,
@@ -106,6 +117,19 @@ async fn same_alone_and_batched(
     base_tokens: usize,
     ignore_eos: bool,
 ) -> usize {
+    same_alone_and_batched_with(h, what, base_tokens, ignore_eos, false).await
+}
+
+async fn same_alone_and_batched_with(
+    h: &LlmHandle,
+    what: &str,
+    base_tokens: usize,
+    ignore_eos: bool,
+    long: bool,
+) -> usize {
+    let request = |i: usize, base_tokens: usize, ignore_eos: bool| {
+        request_with(i, base_tokens, ignore_eos, long)
+    };
     let mut alone = Vec::new();
     for i in 0..8 {
         alone.push(collect(h.generate(request(i, base_tokens, ignore_eos)).unwrap()).await);
@@ -142,7 +166,9 @@ async fn batched_generations_equal_lone_ones_on_every_family() {
         let path = dir.path().join(format!("tiny-{}.gguf", arch.as_str()));
         write_tiny_gguf(&path, arch).unwrap();
         let h = handle(&path, 1, 8, 1 << 30);
-        let peak = same_alone_and_batched(&h, arch.as_str(), 12, true).await;
+        // Long enough that the first answers still run while the last prompts (a hundred
+        // tokens or more on these byte-level vocabularies) are read in short chunks.
+        let peak = same_alone_and_batched(&h, arch.as_str(), 24, true).await;
         assert!(peak >= 6, "{}: batches of at most {peak}", arch.as_str());
     }
 }
@@ -153,6 +179,35 @@ async fn batched_generations_equal_lone_ones_on_smollm2() {
     let h = handle(&path, 2, 8, 1 << 30);
     let peak = same_alone_and_batched(&h, "SmolLM2", 24, false).await;
     assert!(peak >= 6, "SmolLM2: batches of at most {peak}");
+}
+
+/// Long prompts that join while others decode run in short chunks, interleaved with the
+/// decode steps, and still give exactly their lone tokens (two threads, so a chunk too
+/// short would split its attention over key ranges and sum differently).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_prompts_joining_running_decodes_give_their_lone_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cases = Vec::new();
+    for arch in [Arch::Llama, Arch::Qwen3, Arch::Gemma3] {
+        let path = dir.path().join(format!("tiny-{}.gguf", arch.as_str()));
+        write_tiny_gguf(&path, arch).unwrap();
+        cases.push((arch.as_str().to_owned(), path, 40, true));
+    }
+    let smollm2 = common::models_dir().join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    cases.push(("SmolLM2".to_owned(), smollm2, 40, true));
+    for (what, path, base, ignore_eos) in cases {
+        let h = handle(&path, 2, 8, 1 << 30);
+        let peak = same_alone_and_batched_with(&h, &what, base, ignore_eos, true).await;
+        assert!(peak >= 6, "{what}: batches of at most {peak}");
+        let interleaved = h.batch_stats().interleaved.load(Ordering::Relaxed);
+        // The six short prompts run at most one chunk each; the two long ones, several
+        // hundred tokens each, run in chunks of 64 (about 7 and 9 on SmolLM2; more on the
+        // tiny models' byte-level vocabularies) where one 512-token chunk used to hold them.
+        assert!(
+            interleaved >= 12,
+            "{what}: {interleaved} prompt chunks ran beside decoding streams"
+        );
+    }
 }
 
 /// With room for one generation's key/value state, the others wait their turn and still

@@ -1,11 +1,12 @@
 //! Continuous batching on ragd's CPU engine: up to `parallel` generations share each
 //! decode step (one pass over the weights for all of them), each with its own key/value
 //! state from the prompt cache. Between steps, waiting requests join in arrival order and
-//! finished ones leave; a joining prompt runs one micro-batch
-//! ([`UBATCH`](super::cpu::UBATCH) tokens) per step, so running streams keep their
-//! cadence. Every generation is driven by the same [`Decoder`](super::engine::Decoder)
-//! as a lone one, and its prompt runs in the same micro-batches, so its tokens are the
-//! ones it would get alone.
+//! finished ones leave; a joining prompt runs one micro-batch per step (while others
+//! decode, a short one: [`interleaved_chunk`](super::cpu::CpuModel::interleaved_chunk)),
+//! so running streams keep their cadence. Every generation is driven by the same
+//! [`Decoder`](super::engine::Decoder) as a lone one, and its prompt gives the same
+//! results in whichever of those chunks it runs, so its tokens are the ones it would get
+//! alone.
 //!
 //! Key/value memory is bounded: a request joins only while the states reserved (prompt
 //! plus longest answer, each) stay within `kv_budget` bytes; otherwise it waits, in
@@ -43,6 +44,8 @@ pub struct BatchStats {
     pub tokens: AtomicUsize,
     /// The largest batch of one step.
     pub peak: AtomicUsize,
+    /// Prompt chunks run while other generations were decoding (each a short one).
+    pub interleaved: AtomicUsize,
     /// How long a generation runs lately, from joining to its end: an exponentially
     /// weighted mean in milliseconds (0 until one has run).
     pub mean_ms: AtomicUsize,
@@ -217,8 +220,10 @@ pub(super) fn serve(
                 Err(e) => fail(&events, &span, e, in_flight),
             }
         }
-        // One prompt micro-batch for the oldest generation still reading its prompt.
+        // One prompt micro-batch for the oldest generation still reading its prompt: a
+        // short one while others decode, so they keep their pace.
         let mut ended: Vec<(usize, Result<FinishReason, MlError>)> = Vec::new();
+        let decoding = slots.iter().any(|s| s.gen.pending.is_some());
         if let Some(i) = slots.iter().position(|s| !s.gen.prefilled()) {
             let slot = &mut slots[i];
             if slot.events.is_closed() {
@@ -226,9 +231,12 @@ pub(super) fn serve(
             } else if slot.gen.decoder.max_new == 0 {
                 ended.push((i, Ok(FinishReason::Length)));
             } else {
+                if decoding {
+                    stats.interleaved.fetch_add(1, Ordering::Relaxed);
+                }
                 let step = {
                     let _g = slot.span.enter();
-                    catch(|| engine.prefill(&mut slot.gen))
+                    catch(|| engine.prefill(&mut slot.gen, decoding))
                 };
                 let end = match step {
                     Ok(None) => None,

@@ -78,6 +78,8 @@ struct Buffers {
 
 /// Most tokens one pass over the layers runs: longer prompts go in batches of this many.
 pub const UBATCH: usize = 512;
+/// The smallest prompt chunk a generation runs per step while others decode.
+const INTERLEAVED_CHUNK: usize = 64;
 
 /// A loaded model.
 pub struct CpuModel {
@@ -192,6 +194,21 @@ impl CpuModel {
     /// Threads of the pool.
     pub fn threads(&self) -> usize {
         self.pool.threads()
+    }
+
+    /// Prompt tokens a generation runs per step while others decode: few enough that
+    /// their steps keep their pace (a 512-token micro-batch held each of their tokens for
+    /// the whole of it), and never so few that a chunk's attention is split over key
+    /// ranges, so a prompt run in these chunks gives exactly what it gives in
+    /// [`UBATCH`]-token ones (a power of two: its chunks end where those do).
+    pub fn interleaved_chunk(&self) -> usize {
+        let mut chunk = INTERLEAVED_CHUNK;
+        while chunk < UBATCH
+            && !attention::never_split(self.cfg.kv_heads, chunk, self.pool.threads())
+        {
+            chunk *= 2;
+        }
+        chunk
     }
 
     /// A new, empty cache for this model.

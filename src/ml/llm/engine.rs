@@ -450,12 +450,22 @@ impl LlmEngine {
     }
 
     /// Runs the next [`super::cpu::UBATCH`] tokens (at most) of `b`'s prompt, as
-    /// [`LlmEngine::generate`] runs them; the logits after the prompt once it has all run.
-    pub(crate) fn prefill(&mut self, b: &mut Batched) -> Result<Option<Vec<f32>>, MlError> {
+    /// [`LlmEngine::generate`] runs them, or with `others_decoding` ragd's CPU engine's
+    /// [interleaved chunk](super::cpu::CpuModel::interleaved_chunk) (the same results);
+    /// the logits after the prompt once it has all run.
+    pub(crate) fn prefill(
+        &mut self,
+        b: &mut Batched,
+        others_decoding: bool,
+    ) -> Result<Option<Vec<f32>>, MlError> {
+        let chunk = match &self.runner {
+            Runner::Cpu { model, .. } if others_decoding => model.interleaved_chunk(),
+            _ => super::cpu::UBATCH,
+        };
         let seq = b.seq.as_mut().ok_or_else(|| {
             MlError::Inference("the sequence was lost after a failed step".into())
         })?;
-        let end = (b.fed + super::cpu::UBATCH).min(b.prompt.len());
+        let end = (b.fed + chunk).min(b.prompt.len());
         let chunk = &b.prompt[b.fed..end];
         match self.runner.run(&mut seq.cache, chunk, false) {
             Ok(logits) => {

@@ -69,7 +69,7 @@ pub struct Item {
 pub fn plan(s: &Shape, threads: usize) -> (Vec<Item>, usize) {
     let keys = s.pos + s.tokens;
     let tiles = s.tokens.div_ceil(QTILE);
-    let split = threads > 1 && s.kv_heads * tiles < 2 * threads && keys >= 2 * KBLOCK * threads;
+    let split = !never_split(s.kv_heads, s.tokens, threads) && keys >= 2 * KBLOCK * threads;
     let chunks = if split { threads } else { 1 };
     let mut items = Vec::with_capacity(s.kv_heads * tiles * chunks);
     for tile in 0..tiles {
@@ -147,6 +147,13 @@ impl Scratch {
             state: State::new(head_dim),
         }
     }
+}
+
+/// Whether [`plan`] keeps `tokens` new tokens' items whole whatever their keys: with
+/// enough items to keep `threads` threads busy, key ranges are never split, so each row's
+/// keys are summed in one order (the same as in any larger run of tokens).
+pub fn never_split(kv_heads: usize, tokens: usize, threads: usize) -> bool {
+    threads <= 1 || kv_heads * tokens.div_ceil(QTILE) >= 2 * threads
 }
 
 /// Runs `item`, leaving the state of its query rows (group head `g`, token `t` is row
