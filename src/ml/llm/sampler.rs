@@ -198,17 +198,32 @@ mod tests {
         // Peaked, flat, tied and tiny-tailed distributions over a real vocabulary's size.
         let mut state = 12345u64;
         let mut next = || {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (state >> 40) as f32 / (1u64 << 24) as f32
         };
-        for (case, top_p) in [(0, 0.9f32), (1, 0.9), (2, 0.5), (3, 0.99), (4, 0.9), (5, 1.0)] {
+        for (case, top_p) in [
+            (0, 0.9f32),
+            (1, 0.9),
+            (2, 0.5),
+            (3, 0.99),
+            (4, 0.9),
+            (5, 1.0),
+        ] {
             let n = 49_152;
             let mut prs: Vec<f32> = (0..n)
                 .map(|i| match case {
                     0 => (-20.0 * next()).exp(),
                     1 => 1.0,
                     2 => [4.0, 4.0, 1.0, 0.0][i % 4] + next() * 1e-9,
-                    3 => if i < 3 { 100.0 } else { next() * 1e-3 },
+                    3 => {
+                        if i < 3 {
+                            100.0
+                        } else {
+                            next() * 1e-3
+                        }
+                    }
                     4 => (-3.0 * next()).exp(),
                     _ => next(),
                 })
