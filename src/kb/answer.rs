@@ -253,7 +253,7 @@ impl KnowledgeBase {
         let begun = match late {
             Some(t) => {
                 tracing::info!(
-                    expected_ms = t.as_millis() as u64,
+                    expected_ms = t.as_millis().min(u128::from(u64::MAX)) as u64,
                     target_secs = defaults.target.as_secs(),
                     in_flight = llm.in_flight(),
                     "the LLM would not answer in time; answering from the passages' sentences"

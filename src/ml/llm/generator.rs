@@ -23,8 +23,8 @@ pub trait Generator: Send + Sync + 'static {
     /// Requests queued or running.
     fn in_flight(&self) -> usize;
     /// How long a request sent now would take to end at the recent pace, its wait for a
-    /// place included; `None` when it would start at once on an idle model, or when the
-    /// generator keeps no pace.
+    /// place included (`Duration::MAX` when busy with no pace known yet); `None` when it
+    /// would start at once on an idle model, or when the generator keeps no pace.
     fn expected(&self) -> Option<std::time::Duration> {
         None
     }

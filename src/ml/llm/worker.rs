@@ -154,22 +154,31 @@ impl LlmHandle {
 
     /// Whether a new request would not be done within `max_wait` at the recent pace (see
     /// [`expected`](Self::expected)): its wait for a place, or a run alone, too long. An
-    /// idle model always takes one, so the pace is always learned again.
+    /// idle model always takes one, so the pace is always learned again; before any
+    /// generation has ended (no pace yet) only the queue's length bounds it.
     fn would_wait_too_long(&self) -> bool {
         let Some(max_wait) = self.shared.max_wait else {
             return false;
         };
+        if self.shared.batch.mean_ms.load(Ordering::Relaxed) == 0 {
+            return false;
+        }
         self.expected().is_some_and(|t| t > max_wait)
     }
 
     /// How long a request sent now would take to end at the recent pace: `waiting /
     /// parallel` rounds of a mean generation for a place, then its own. `None` while the
-    /// model is idle (it would start at once) or before any generation has ended.
+    /// model is idle (it would start at once); [`Duration::MAX`](std::time::Duration::MAX)
+    /// while it is busy before any generation has ended (no pace known: a server just
+    /// started that takes every request of a burst makes each of them slow).
     pub fn expected(&self) -> Option<std::time::Duration> {
         let (ahead, parallel) = (self.in_flight(), self.shared.parallel);
-        let mean = self.shared.batch.mean_ms.load(Ordering::Relaxed) as u64;
-        if ahead == 0 || mean == 0 {
+        if ahead == 0 {
             return None;
+        }
+        let mean = self.shared.batch.mean_ms.load(Ordering::Relaxed) as u64;
+        if mean == 0 {
+            return Some(std::time::Duration::MAX);
         }
         let waiting = (ahead + 1).saturating_sub(parallel) as u64;
         Some(std::time::Duration::from_millis(
