@@ -78,6 +78,11 @@ int main(int argc, char ** argv) {
     llama_backend_init();
     llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;
+    // REF_PLAIN=1: llama.cpp's plain kernels, without its extra (repacked, AMX) weight
+    // buffers, whose AMX path crashes where the CPU shows AMX but the VM denies its state.
+    if (const char * plain = getenv("REF_PLAIN"); plain && plain[0] == '1') {
+        mp.use_extra_bufts = false;
+    }
     mp.progress_callback = [](float, void *) { return true; };
     // Tokenizing needs only the vocabulary (vocabulary-only test files have no weights).
     mp.vocab_only = mode == "tokenize" || mode == "tokenize-raw";

@@ -112,6 +112,16 @@ impl LlamaServer {
         while started.elapsed() < Duration::from_secs(120) {
             if let Some(child) = self.child.as_mut() {
                 if let Ok(Some(status)) = child.try_wait() {
+                    // llama.cpp's AMX weight buffers crash (SIGSEGV in its warm-up) where
+                    // the CPU shows AMX but the VM denies its state: run it once more
+                    // without its extra weight buffers, as scripts/bench_batch.sh does.
+                    use std::os::unix::process::ExitStatusExt;
+                    let plain = "--no-repack".to_string();
+                    if status.signal() == Some(11) && !self.args.contains(&plain) {
+                        eprintln!("llama-server crashed at start-up; again with --no-repack");
+                        self.args.push(plain);
+                        return self.spawn();
+                    }
                     panic!(
                         "llama-server exited during start-up: {status} ({:?})",
                         self.args
