@@ -221,3 +221,33 @@ async fn a_request_that_does_not_fit_the_kv_budget_waits() {
     let peak = same_alone_and_batched(&h, "llama, 1-byte budget", 12, true).await;
     assert_eq!(peak, 1, "a budget for one means one at a time");
 }
+
+/// The time a request sent now is expected to take, which `/query` and the chat's answers
+/// weigh against `answer_target_secs`: none while the model is idle, unknown (the
+/// longest) while it is busy before any generation has ended, then the recent mean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_expected_time_follows_the_pace() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny-llama.gguf");
+    write_tiny_gguf(&path, Arch::Llama).unwrap();
+    let h = handle(&path, 1, 8, 1 << 30);
+    assert_eq!(h.expected(), None, "idle: a request starts at once");
+    // Long enough (~0.1 s here) that each look below comes while it runs.
+    let first = h.generate(request_with(0, 3000, true, false)).unwrap();
+    assert_eq!(
+        h.expected(),
+        Some(Duration::MAX),
+        "busy with no generation ended yet: no pace known"
+    );
+    assert_eq!(collect(first).await.1, 3000);
+    assert_eq!(h.expected(), None, "idle again once it has ended");
+    let mean = h.batch_stats().mean_ms.load(Ordering::Relaxed) as u64;
+    assert!(mean > 0, "the ended generation set the pace");
+    let second = h.generate(request_with(1, 3000, true, false)).unwrap();
+    assert_eq!(
+        h.expected(),
+        Some(Duration::from_millis(mean)),
+        "a free place: one mean generation"
+    );
+    collect(second).await;
+}
