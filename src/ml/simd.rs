@@ -58,6 +58,24 @@ const EXP_P: [f32; 6] = [
     0.5,
 ];
 
+/// Asks for the cache lines of the `bytes` bytes at `p` ahead of their use (on x86-64; a
+/// no-op elsewhere). Only hints: an address past an allocation is never read, so callers
+/// need not check it, but must form it with `wrapping_add`.
+#[inline(always)]
+pub fn prefetch(p: *const u8, bytes: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for off in (0..bytes).step_by(64) {
+        // SAFETY: a prefetch never faults, whatever the address; SSE is in every x86-64.
+        unsafe {
+            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+                p.wrapping_add(off).cast(),
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, bytes);
+}
+
 /// Cephes' `expf`, scalar, with the vector versions' operations.
 pub fn exp(x: f32) -> f32 {
     let x = x.clamp(EXP_LO, EXP_HI);

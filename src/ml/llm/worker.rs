@@ -160,10 +160,9 @@ impl LlmHandle {
         let Some(max_wait) = self.shared.max_wait else {
             return false;
         };
-        if self.shared.batch.mean_ms.load(Ordering::Relaxed) == 0 {
-            return false;
-        }
-        self.expected().is_some_and(|t| t > max_wait)
+        // Duration::MAX: no pace yet.
+        self.expected()
+            .is_some_and(|t| t != std::time::Duration::MAX && t > max_wait)
     }
 
     /// How long a request sent now would take to end at the recent pace: `waiting /

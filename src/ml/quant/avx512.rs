@@ -17,6 +17,7 @@ use std::ops::Range;
 
 use super::packed::PackedMatrix;
 use super::{Acts, WeightType, GROUP};
+use crate::ml::simd::prefetch;
 
 const Q8_0: u8 = 0;
 const Q4_0: u8 = 1;
@@ -225,10 +226,8 @@ unsafe fn small_tile<const KIND: u8, const N: usize>(tile: Tile, x: &Acts) {
         let pb = tile.p.add(b * tile.pstride);
         // The weights stream from beyond L2 once per pass: ask for them a few blocks
         // ahead (past the group's end this is the next group's start).
-        for off in (0..tile.qstride).step_by(64) {
-            _mm_prefetch::<_MM_HINT_T0>(qb.wrapping_add(AHEAD * tile.qstride + off).cast());
-        }
-        _mm_prefetch::<_MM_HINT_T0>(pb.wrapping_add(AHEAD * tile.pstride).cast());
+        prefetch(qb.wrapping_add(AHEAD * tile.qstride), tile.qstride);
+        prefetch(pb.wrapping_add(AHEAD * tile.pstride), tile.pstride);
         let mut acc = [_mm512_setzero_si512(); N];
         let mut acc2 = [_mm512_setzero_si512(); N];
         if KIND == Q8_0 {
@@ -304,12 +303,8 @@ unsafe fn k_tile<const KIND: u8, const N: usize>(tile: Tile, x: &Acts) {
         let qb = tile.q.add(b * tile.qstride);
         let pb = tile.p.add(b * tile.pstride);
         // The next super-block's weights (kilobytes each), asked for ahead as above.
-        for off in (0..tile.qstride).step_by(64) {
-            _mm_prefetch::<_MM_HINT_T0>(qb.wrapping_add(tile.qstride + off).cast());
-        }
-        for off in (0..tile.pstride).step_by(64) {
-            _mm_prefetch::<_MM_HINT_T0>(pb.wrapping_add(tile.pstride + off).cast());
-        }
+        prefetch(qb.wrapping_add(tile.qstride), tile.qstride);
+        prefetch(pb.wrapping_add(tile.pstride), tile.pstride);
         let mut a = [_mm512_setzero_si512(); N];
         let mut mn = [_mm512_setzero_si512(); N];
         for j in 0..8 {

@@ -10,7 +10,7 @@
 
 use super::kv::{k_index, v_index, KvType, KBLOCK};
 use crate::ml::quant::Tier;
-use crate::ml::simd::{F16x, Scalar16};
+use crate::ml::simd::{prefetch, F16x, Scalar16};
 
 /// New tokens per query tile.
 pub const QTILE: usize = 16;
@@ -222,18 +222,6 @@ unsafe fn item_kv<V: F16x>(
     }
 }
 
-/// Asks for the cache line at `p` ahead of its use.
-#[inline(always)]
-fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults, whatever the address.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast())
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
 /// Sixteen cached values from value index `i` of `base`.
 #[inline(always)]
 unsafe fn load_kv<V: F16x, const F32: bool>(base: *const u8, i: usize) -> V {
@@ -384,13 +372,8 @@ unsafe fn item_generic<V: F16x, const F32: bool>(
         if next < item.k1 {
             let kn = kp.add(k_index(s.cap, hd, item.kv_head, next, 0) * elem);
             let vn = vp.add(v_index(s.cap, hd, item.kv_head, next, 0) * elem);
-            let vlen = (item.k1 - next).min(KBLOCK) * hd * elem;
-            for off in (0..block_bytes).step_by(64) {
-                prefetch(kn.add(off));
-            }
-            for off in (0..vlen).step_by(64) {
-                prefetch(vn.add(off));
-            }
+            prefetch(kn, block_bytes);
+            prefetch(vn, (item.k1 - next).min(KBLOCK) * hd * elem);
         }
         // This block's keys (transposed: one vector per dimension) and values, in f32.
         for d in 0..hd {

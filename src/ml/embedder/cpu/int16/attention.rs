@@ -115,10 +115,7 @@ const AHEAD: usize = 8;
 #[target_feature(enable = "avx2")]
 unsafe fn prefetch(src: &[f32], at: usize, len: usize) {
     if at < src.len() {
-        let p = src.as_ptr().add(at);
-        for line in (0..len).step_by(16) {
-            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(line).cast());
-        }
+        crate::ml::simd::prefetch(src.as_ptr().add(at).cast(), len * size_of::<f32>());
     }
 }
 
