@@ -64,7 +64,7 @@ for f in $files; do
       # llama.cpp's AMX buffers crash where the CPU has AMX but the VM does not let a
       # process use it (ggml_backend_amx_mul_mat): then it runs without its extra
       # (repacked/AMX) weight buffers, and says so.
-      if ! ("$llama" "${args[@]}" -npl 1 -ntg 4) >/dev/null 2>&1; then
+      if ! ("$llama" "${args[@]}" -npl 1 -ntg 4; exit $?) >/dev/null 2>&1; then
         echo "llama-batched-bench fails with its extra weight buffers here: --no-repack" >&2
         args+=(--no-repack)
       fi
