@@ -247,32 +247,17 @@ impl KnowledgeBase {
         let mut request = GenerateRequest::new(fitted.prompt);
         request.params.max_tokens = fitted.max_tokens;
         request.params.temperature = a.temperature.unwrap_or(defaults.temperature);
-        // A busy model that would not be done in time: the passages' own sentences
-        // answer now. An idle one always generates.
-        let late = llm.expected().filter(|t| *t > defaults.target);
-        let begun = match late {
-            Some(t) => {
-                tracing::info!(
-                    expected_ms = t.as_millis().min(u128::from(u64::MAX)) as u64,
-                    target_secs = defaults.target.as_secs(),
-                    in_flight = llm.in_flight(),
-                    "the LLM would not answer in time; answering from the passages' sentences"
-                );
-                Err(MlError::Overloaded)
-            }
-            None => Generation::start(llm.as_ref(), request),
-        };
-        let mut generation = match begun {
+        // A model too busy to be done within the target: the passages' own sentences
+        // answer now (answer_mode "extractive") instead of a wait or a 429. An idle model
+        // always generates.
+        let mut generation = match Generation::start_within(llm.as_ref(), request, defaults.target)
+        {
             Ok(g) => g,
             Err(MlError::Overloaded) => {
-                // Every generation slot and queue place is taken, or the wait would be
-                // too long: the passages' own sentences answer now (answer_mode
-                // "extractive") instead of a 429.
-                if late.is_none() {
-                    tracing::info!(
-                        "the LLM's queue is full; answering from the passages' sentences"
-                    );
-                }
+                tracing::info!(
+                    target_secs = defaults.target.as_secs(),
+                    "the LLM would not answer in time; answering from the passages' sentences"
+                );
                 let Some((answer, n)) = lead else {
                     return Ok(None);
                 };

@@ -22,11 +22,16 @@ pub trait Generator: Send + Sync + 'static {
     fn info(&self) -> &ModelInfo;
     /// Requests queued or running.
     fn in_flight(&self) -> usize;
-    /// How long a request sent now would take to end at the recent pace, its wait for a
-    /// place included (`Duration::MAX` when busy with no pace known yet); `None` when it
-    /// would start at once on an idle model, or when the generator keeps no pace.
-    fn expected(&self) -> Option<std::time::Duration> {
-        None
+    /// [`generate`](Self::generate) for a caller with an answer of its own to fall back
+    /// on: `Overloaded` also when a busy model would not be done within `within` at its
+    /// recent pace (or has none yet). A generator that keeps no pace just generates.
+    fn generate_within(
+        &self,
+        request: GenerateRequest,
+        within: std::time::Duration,
+    ) -> Result<mpsc::Receiver<LlmEvent>, MlError> {
+        let _ = within;
+        self.generate(request)
     }
 }
 
@@ -46,8 +51,12 @@ impl Generator for LlmHandle {
     fn in_flight(&self) -> usize {
         LlmHandle::in_flight(self)
     }
-    fn expected(&self) -> Option<std::time::Duration> {
-        LlmHandle::expected(self)
+    fn generate_within(
+        &self,
+        request: GenerateRequest,
+        within: std::time::Duration,
+    ) -> Result<mpsc::Receiver<LlmEvent>, MlError> {
+        LlmHandle::generate_within(self, request, within)
     }
 }
 
@@ -100,15 +109,29 @@ pub struct Generation {
 impl Generation {
     /// Starts `request` on `generator`.
     pub fn start(generator: &dyn Generator, request: GenerateRequest) -> Result<Self, MlError> {
-        Ok(Self {
-            rx: generator.generate(request)?,
+        Ok(Self::reading(generator.generate(request)?))
+    }
+
+    /// Starts `request` on `generator` unless a busy model would not be done within
+    /// `within` ([`Generator::generate_within`]).
+    pub fn start_within(
+        generator: &dyn Generator,
+        request: GenerateRequest,
+        within: std::time::Duration,
+    ) -> Result<Self, MlError> {
+        Ok(Self::reading(generator.generate_within(request, within)?))
+    }
+
+    fn reading(rx: mpsc::Receiver<LlmEvent>) -> Self {
+        Self {
+            rx,
             finished: Finished {
                 prompt_tokens: 0,
                 completion_tokens: 0,
                 finish_reason: FinishReason::Length,
             },
             started: std::time::Instant::now(),
-        })
+        }
     }
 
     /// The next piece of text, or `None` once the generation has ended normally (then

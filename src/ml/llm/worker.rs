@@ -119,9 +119,34 @@ impl LlmHandle {
     }
 
     /// Queues `request` and returns its stream of events: `Token`s, then one `Done` or
-    /// `Error`. Fails at once with `Overloaded` when the queue is full. Dropping the
-    /// receiver stops the generation.
+    /// `Error`. Fails at once with `Overloaded` when the queue is full, or when at the
+    /// recent pace it would not be done within `max_wait` (an idle model, or one with no
+    /// pace yet, takes it). Dropping the receiver stops the generation.
     pub fn generate(&self, request: GenerateRequest) -> Result<mpsc::Receiver<LlmEvent>, MlError> {
+        self.admit(request, self.shared.max_wait, false)
+    }
+
+    /// [`generate`](Self::generate) for a caller with an answer of its own to fall back
+    /// on: also refused when a busy model would not be done within `within`, or has no
+    /// pace yet.
+    pub fn generate_within(
+        &self,
+        request: GenerateRequest,
+        within: std::time::Duration,
+    ) -> Result<mpsc::Receiver<LlmEvent>, MlError> {
+        let limit = self.shared.max_wait.map_or(within, |w| w.min(within));
+        self.admit(request, Some(limit), true)
+    }
+
+    /// Takes a place (so that requests arriving together each see the ones before them),
+    /// then gives it back and refuses when the request would not be done within `limit`;
+    /// `no_pace_is_late`: also when the model is busy and no generation has ended yet.
+    fn admit(
+        &self,
+        request: GenerateRequest,
+        limit: Option<std::time::Duration>,
+        no_pace_is_late: bool,
+    ) -> Result<mpsc::Receiver<LlmEvent>, MlError> {
         // Room for every token, the flushed tail and the final event, so the model thread
         // never waits on a slow reader (the engine caps tokens at the window).
         let capacity = request.params.max_tokens.min(self.context_length()) + 2;
@@ -131,15 +156,22 @@ impl LlmHandle {
             events,
             span: tracing::Span::current(),
         };
-        if self.would_wait_too_long() {
-            tracing::warn!(
-                in_flight = self.in_flight(),
+        let ahead = self.shared.in_flight.fetch_add(1, Ordering::SeqCst);
+        let late = match (limit, self.expected_behind(ahead)) {
+            (Some(_), Some(std::time::Duration::MAX)) => no_pace_is_late,
+            (Some(limit), Some(t)) => t > limit,
+            _ => false,
+        };
+        if late {
+            self.shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+            tracing::info!(
+                ahead,
                 mean_ms = self.shared.batch.mean_ms.load(Ordering::Relaxed),
+                limit_ms = limit.map_or(0, |l| l.as_millis() as u64),
                 "refusing a generation: at the recent pace it would not be done in time"
             );
             return Err(MlError::Overloaded);
         }
-        self.shared.in_flight.fetch_add(1, Ordering::SeqCst);
         match self.shared.tx.try_send(job) {
             Ok(()) => Ok(rx),
             Err(e) => {
@@ -152,29 +184,22 @@ impl LlmHandle {
         }
     }
 
-    /// Whether a new request would not be done within `max_wait` at the recent pace (see
-    /// [`expected`](Self::expected)): its wait for a place, or a run alone, too long. An
-    /// idle model always takes one, so the pace is always learned again; before any
-    /// generation has ended (no pace yet) only the queue's length bounds it.
-    fn would_wait_too_long(&self) -> bool {
-        let Some(max_wait) = self.shared.max_wait else {
-            return false;
-        };
-        // Duration::MAX: no pace yet.
-        self.expected()
-            .is_some_and(|t| t != std::time::Duration::MAX && t > max_wait)
-    }
-
     /// How long a request sent now would take to end at the recent pace: `waiting /
     /// parallel` rounds of a mean generation for a place, then its own. `None` while the
     /// model is idle (it would start at once); [`Duration::MAX`](std::time::Duration::MAX)
     /// while it is busy before any generation has ended (no pace known: a server just
     /// started that takes every request of a burst makes each of them slow).
     pub fn expected(&self) -> Option<std::time::Duration> {
-        let (ahead, parallel) = (self.in_flight(), self.shared.parallel);
+        self.expected_behind(self.in_flight())
+    }
+
+    /// [`expected`](Self::expected) for a request with `ahead` requests queued or running
+    /// before it.
+    fn expected_behind(&self, ahead: usize) -> Option<std::time::Duration> {
         if ahead == 0 {
             return None;
         }
+        let parallel = self.shared.parallel;
         let mean = self.shared.batch.mean_ms.load(Ordering::Relaxed) as u64;
         if mean == 0 {
             return Some(std::time::Duration::MAX);
