@@ -620,3 +620,65 @@ async fn a_tiny_gguf_writes_valid_tool_calls_under_the_constraint() {
     }
     server.stop().await;
 }
+
+/// A chat turn has a deadline (2 x `max_queue_wait_secs`): past it, its generation stops
+/// as soon as another request waits on the model, and the text written so far is the
+/// reply. A model serving the turn alone finishes it.
+#[tokio::test]
+async fn a_turn_past_its_deadline_yields_the_model_to_others() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let creds = create_user(&data, "ana@example.com", "password-ana", false).await;
+    let model = Scripted::endless();
+    let mut config = test_config(&data);
+    config.max_queue_wait_secs = 1;
+    let state = ragd::AppState::builder(config).llm(model.clone() as Arc<dyn Generator>);
+    let server = TestServer::start_with(state).await;
+    let auth = Auth::Token(creds);
+
+    let started = std::time::Instant::now();
+    let first = {
+        let req = reqwest::Client::new()
+            .post(server.url("/api/method/assistant.api.chat_with_tools"))
+            .json(&json!({"user_message": "Talk forever", "tool_choice": "none"}));
+        let req = with_auth(req, &auth);
+        tokio::spawn(async move { req.send().await.unwrap().json::<Value>().await.unwrap() })
+    };
+    // Alone, the turn writes on past its 2 s deadline.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!first.is_finished(), "a turn alone on the model was cut");
+    assert_eq!(model.in_flight(), 1);
+
+    // A second turn now waits on the model: the first one ends within a poll.
+    let req = reqwest::Client::new()
+        .get(server.url("/api/method/assistant.api.stream_ai_response"))
+        .query(&[("prompt", "Talk forever too"), ("tool_choice", "none")]);
+    let second_started = std::time::Instant::now();
+    let second = with_auth(req, &auth).send().await.unwrap();
+    let reply = tokio::time::timeout(Duration::from_secs(3), first)
+        .await
+        .expect("the turn past its deadline did not yield the model")
+        .unwrap();
+    let yielded = second_started.elapsed();
+    assert!(started.elapsed() >= Duration::from_secs(3));
+    assert!(yielded < Duration::from_secs(2), "{yielded:?}");
+    let text = reply["message"]["data"]["response"].as_str().unwrap();
+    assert!(text.starts_with("word word"), "{reply}");
+    assert_eq!(reply["message"]["data"]["answer_mode"], "generative");
+    // What the client saw is what was stored.
+    let history = server
+        .call(
+            Method::GET,
+            "assistant.api.get_conversation_history",
+            &json!({"conversation_id": reply["message"]["data"]["conversation_id"]}),
+            &auth,
+        )
+        .await;
+    let messages = history.body["message"]["data"]["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(messages.last().unwrap()["content"], text, "{messages:?}");
+    drop(second);
+    server.stop().await;
+}

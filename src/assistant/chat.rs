@@ -40,6 +40,16 @@ const TURN_PASSAGES: usize = 5;
 const HISTORY_MESSAGES: u64 = 40;
 /// Longest answer a request may ask for.
 pub const MAX_TOKENS_LIMIT: usize = 4096;
+/// Past its deadline, how often a turn's round checks whether others now wait on the
+/// model.
+const LATE_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// One model round's outcome.
+struct Round {
+    /// Its text, trimmed, calls removed.
+    text: String,
+    calls: Vec<std::result::Result<ParsedCall, String>>,
+}
 
 /// Which tools the model may call this turn.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -192,11 +202,15 @@ impl Assistant {
             .append(&user.id, &conversation_id, user_msg)
             .await?;
 
+        // The turn's deadline: as long as a generated `/query` answer may take. The answers
+        // its tools generate keep to it as well (`answer_by`).
+        let by = tokio::time::Instant::now()
+            + std::time::Duration::from_secs(2 * self.config.max_queue_wait_secs);
         let mut reply = match self.models.llm.current() {
             None => self.extractive_turn(&message, sink).await?,
             Some(llm) => {
-                self.generative_turn(user, &req, &message, history, llm, sink)
-                    .await?
+                let turn = self.generative_turn(user, &req, &message, history, llm, sink, by);
+                crate::kb::answer::answer_by(by, turn).await?
             }
         };
         let mut stored = NewMessage::text(StoredRole::Assistant, reply.response.clone());
@@ -251,6 +265,7 @@ impl Assistant {
             .collect())
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn generative_turn(
         &self,
         user: &CurrentUser,
@@ -259,6 +274,7 @@ impl Assistant {
         history: Vec<ChatMessage>,
         llm: SharedGenerator,
         sink: Option<&mpsc::Sender<ChatEvent>>,
+        by: tokio::time::Instant,
     ) -> Result<ChatReply> {
         // A long message is routed and answered by its question part (see
         // `crate::kb::question`); the model still reads it whole where it writes freely.
@@ -414,13 +430,34 @@ impl Assistant {
                 },
             };
             let held = round == 0 && ground_if_no_call;
-            let (text, calls) = if let (0, Some(call)) = (round, &direct) {
+            let Round { text, calls } = if let (0, Some(call)) = (round, &direct) {
                 tracing::info!(tool = %call.name, "the question is the call's argument: called without generating");
-                (String::new(), vec![Ok(call.clone())])
+                Round {
+                    text: String::new(),
+                    calls: vec![Ok(call.clone())],
+                }
             } else {
+                // The first round is the request itself (a busy model refuses it with a
+                // 429, as any request); a later one comes after tools have run, so a busy
+                // model that would not be done by the deadline ends the turn with what
+                // it has instead.
+                let within =
+                    (round > 0).then(|| by.saturating_duration_since(tokio::time::Instant::now()));
                 let tokens = (&mut tokens_in, &mut tokens_out);
-                self.generate_round(llm.clone(), request, sink, held, tokens)
+                match self
+                    .generate_round(llm.clone(), request, sink, held, tokens, within, by)
                     .await?
+                {
+                    Some(r) => r,
+                    None => {
+                        tracing::info!(
+                            round,
+                            "the model would not be done by the turn's deadline; the turn ends with its tool results"
+                        );
+                        response.clear();
+                        break;
+                    }
+                }
             };
             if held {
                 if let (true, Some(evidence)) = (calls.is_empty(), &evidence) {
@@ -543,6 +580,12 @@ impl Assistant {
     /// `held`: then only whether the model opens with a tool call matters. Its first
     /// words of text answer that (a model that calls a tool writes the call first), so
     /// the generation stops there, its text not shown; only a call is read to its end.
+    ///
+    /// With `within`, `None` when a busy model would not be done within it (nothing was
+    /// generated). Past `by`, the turn's deadline, the round stops as soon as others wait
+    /// on the model: its text so far stands, and a call it had begun is dropped. A model
+    /// that serves this turn alone finishes it.
+    #[allow(clippy::too_many_arguments)]
     async fn generate_round(
         &self,
         llm: SharedGenerator,
@@ -550,16 +593,50 @@ impl Assistant {
         sink: Option<&mpsc::Sender<ChatEvent>>,
         held: bool,
         tokens: (&mut u64, &mut u64),
-    ) -> Result<(String, Vec<std::result::Result<ParsedCall, String>>)> {
+        within: Option<std::time::Duration>,
+        by: tokio::time::Instant,
+    ) -> Result<Option<Round>> {
         let ml = |e: crate::ml::MlError| AssistantError::from(crate::error::Error::from(e));
-        let mut completion = Completion::start(llm, request).await.map_err(ml)?;
+        let started = match within {
+            None => Completion::start(llm.clone(), request).await,
+            Some(within) => Completion::start_within(llm.clone(), request, within).await,
+        };
+        let mut completion = match started {
+            Ok(c) => c,
+            Err(crate::ml::MlError::Overloaded) if within.is_some() => return Ok(None),
+            Err(e) => return Err(ml(e)),
+        };
         let mut calls = Vec::new();
-        while let Some(event) = completion.next().await.map_err(ml)? {
+        loop {
+            let now = tokio::time::Instant::now();
+            if now >= by && llm.in_flight() > 1 {
+                let text = completion.cut().to_owned();
+                *tokens.0 += completion.prompt_tokens() as u64;
+                *tokens.1 += llm.count_tokens(completion.output()) as u64;
+                tracing::info!(
+                    in_flight = llm.in_flight(),
+                    "the chat turn ran past its deadline while others wait on the model; its generation stopped"
+                );
+                return Ok(Some(Round {
+                    text,
+                    calls: Vec::new(),
+                }));
+            }
+            let until = if now < by { by } else { now + LATE_POLL };
+            let Ok(event) = tokio::time::timeout_at(until, completion.next()).await else {
+                continue;
+            };
+            let Some(event) = event.map_err(ml)? else {
+                break;
+            };
             match event {
                 CompletionEvent::Text(t) if held && t.trim().is_empty() => {}
                 CompletionEvent::Text(t) if held => {
                     tracing::debug!(text = %t, "the model answered without a call");
-                    return Ok((t, Vec::new()));
+                    return Ok(Some(Round {
+                        text: t,
+                        calls: Vec::new(),
+                    }));
                 }
                 CompletionEvent::Text(t) => emit(sink, ChatEvent::Content(t)).await?,
                 CompletionEvent::Call(c) => calls.push(c),
@@ -568,7 +645,10 @@ impl Assistant {
         let f = completion.finished();
         *tokens.0 += f.prompt_tokens as u64;
         *tokens.1 += f.completion_tokens as u64;
-        Ok((completion.text().to_owned(), calls))
+        Ok(Some(Round {
+            text: completion.text().to_owned(),
+            calls,
+        }))
     }
 
     /// Validates a parsed call, then runs, proposes or holds it.

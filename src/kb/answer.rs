@@ -38,6 +38,19 @@ const SAFETY_TOKENS: usize = 16;
 /// A passage is cut rather than dropped when at least this many tokens still fit.
 const MIN_PARTIAL_TOKENS: usize = 48;
 
+tokio::task_local! {
+    /// When the request an answer is part of must be done (a chat turn's deadline).
+    static ANSWER_BY: tokio::time::Instant;
+}
+
+/// Runs `f` with `by` as the time every answer generated inside it must be done by: the
+/// model is only asked when a busy one would finish within what is left, and its
+/// generation stops there (see [`KnowledgeBase::generate_answer`]). A chat turn calls its
+/// tools inside it, so an answer from `ask_knowledge_base` keeps to the turn's deadline.
+pub async fn answer_by<F: std::future::Future>(by: tokio::time::Instant, f: F) -> F::Output {
+    ANSWER_BY.scope(by, f).await
+}
+
 /// A prompt with the passages that fit in it.
 #[derive(Debug, Clone)]
 pub struct FittedPrompt {
@@ -247,11 +260,15 @@ impl KnowledgeBase {
         let mut request = GenerateRequest::new(fitted.prompt);
         request.params.max_tokens = fitted.max_tokens;
         request.params.temperature = a.temperature.unwrap_or(defaults.temperature);
+        // Inside a request with a deadline of its own (`answer_by`), what is left of it
+        // bounds both the admission and the generation.
+        let by = ANSWER_BY.try_with(|by| *by).ok();
+        let left = by.map(|by| by.saturating_duration_since(tokio::time::Instant::now()));
+        let within = left.map_or(defaults.target, |l| l.min(defaults.target));
         // A model too busy to be done within the target: the passages' own sentences
         // answer now (answer_mode "extractive") instead of a wait or a 429. An idle model
         // always generates.
-        let mut generation = match Generation::start_within(llm.as_ref(), request, defaults.target)
-        {
+        let mut generation = match Generation::start_within(llm.as_ref(), request, within) {
             Ok(g) => g,
             Err(MlError::Overloaded) => {
                 tracing::info!(
@@ -277,12 +294,14 @@ impl KnowledgeBase {
             CheckedText::new(self, a.evidence, lead.as_ref().map(|(t, _)| t.as_str()));
         let mut pieces = 0;
         let mut drifted = false;
-        let deadline = tokio::time::Instant::now() + defaults.deadline;
+        let own = tokio::time::Instant::now() + defaults.deadline;
+        let deadline = by.map_or(own, |by| by.min(own));
         loop {
             let Ok(next) = tokio::time::timeout_at(deadline, generation.next_text()).await else {
                 tracing::info!(
                     pieces,
                     deadline_secs = defaults.deadline.as_secs(),
+                    turn_deadline = by.is_some_and(|by| by < own),
                     "the answer ran past its deadline; generation stopped"
                 );
                 drifted = true;

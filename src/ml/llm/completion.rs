@@ -67,6 +67,24 @@ impl Completion {
     /// Lays out the prompt (off the async runtime's threads: it tokenizes) and starts the
     /// generation.
     pub async fn start(llm: SharedGenerator, request: CompletionRequest) -> Result<Self, MlError> {
+        Self::admitted(llm, request, None).await
+    }
+
+    /// [`start`](Self::start) for a caller that can do without it: `Overloaded` also when
+    /// a busy model would not be done within `within` ([`Generator::generate_within`]).
+    pub async fn start_within(
+        llm: SharedGenerator,
+        request: CompletionRequest,
+        within: std::time::Duration,
+    ) -> Result<Self, MlError> {
+        Self::admitted(llm, request, Some(within)).await
+    }
+
+    async fn admitted(
+        llm: SharedGenerator,
+        request: CompletionRequest,
+        within: Option<std::time::Duration>,
+    ) -> Result<Self, MlError> {
         let CompletionRequest {
             system,
             history,
@@ -98,8 +116,12 @@ impl Completion {
         generate.filter = tools
             .clone()
             .map(|g| Box::new(ToolCallFilter::new(g, call_mode)) as Box<_>);
+        let generation = match within {
+            Some(within) => Generation::start_within(llm.as_ref(), generate, within)?,
+            None => Generation::start(llm.as_ref(), generate)?,
+        };
         Ok(Self {
-            generation: Generation::start(llm.as_ref(), generate)?,
+            generation,
             tools: tools.is_some(),
             gate: ContentGate::default(),
             output: String::new(),
@@ -163,6 +185,20 @@ impl Completion {
                 }
             }
         }
+    }
+
+    /// Stops reading before the generation's end (dropping the completion stops the
+    /// model): the text is what was written so far, cut before a call it had begun, and
+    /// no call is read. Returns that text.
+    pub fn cut(&mut self) -> &str {
+        let written = match self.output.find(OPEN) {
+            Some(i) if self.tools => &self.output[..i],
+            _ => &self.output,
+        };
+        self.text = written.trim().to_owned();
+        self.ended = true;
+        self.calls.clear();
+        &self.text
     }
 
     /// The text without its tool calls, trimmed (whole once [`Completion::next`] has
