@@ -246,8 +246,33 @@ async fn the_expected_time_follows_the_pace() {
     let second = h.generate(request_with(1, 3000, true, false)).unwrap();
     assert_eq!(
         h.expected(),
-        Some(Duration::from_millis(mean)),
-        "a free place: one mean generation"
+        Some(Duration::from_millis(2 * mean)),
+        "beside one running: two generations' worth of the model's time"
     );
-    collect(second).await;
+    let third = h.generate(request_with(2, 3000, true, false)).unwrap();
+    assert_eq!(h.expected(), Some(Duration::from_millis(3 * mean)));
+    let (a, b) = tokio::join!(collect(second), collect(third));
+    assert_eq!(
+        (a.1, b.1),
+        (3005, 3010),
+        "every token asked for (3000 + 5 i)"
+    );
+
+    // Generations that share the model count their share of each moment: two that ran
+    // side by side from start to end set a pace of about half their wall time.
+    let h = handle(&path, 1, 8, 1 << 30);
+    let started = std::time::Instant::now();
+    let (a, b) = (
+        h.generate(request_with(3, 3000, true, false)).unwrap(),
+        h.generate(request_with(4, 3000, true, false)).unwrap(),
+    );
+    let (a, b) = tokio::join!(collect(a), collect(b));
+    let wall = started.elapsed().as_millis() as u64;
+    assert_eq!((a.1, b.1), (3015, 3020));
+    assert_eq!(h.batch_stats().peak.load(Ordering::Relaxed), 2);
+    let pace = h.batch_stats().mean_ms.load(Ordering::Relaxed) as u64;
+    assert!(
+        pace > 0 && pace * 4 < wall * 3,
+        "pace {pace} ms, the pair's wall time {wall} ms"
+    );
 }

@@ -46,8 +46,12 @@ pub struct BatchStats {
     pub peak: AtomicUsize,
     /// Prompt chunks run while other generations were decoding (each a short one).
     pub interleaved: AtomicUsize,
-    /// How long a generation runs lately, from joining to its end: an exponentially
-    /// weighted mean in milliseconds (0 until one has run).
+    /// How long a generation runs lately, as if it had the model to itself: the time from
+    /// joining to its end, each moment divided among the generations that ran then (a
+    /// decode step of 8 counts an eighth of its time to each). An exponentially weighted
+    /// mean in milliseconds (0 until one has run). `n` requests that share the model take
+    /// about `n` times it together, whatever the batch's speed-up, since that speed-up is
+    /// in the samples.
     pub mean_ms: AtomicUsize,
 }
 
@@ -72,6 +76,8 @@ struct Slot {
     events: mpsc::Sender<LlmEvent>,
     span: tracing::Span,
     started: Instant,
+    /// Its share of the model's time so far (see [`BatchStats::mean_ms`]).
+    share: std::time::Duration,
 }
 
 impl Slot {
@@ -215,6 +221,7 @@ pub(super) fn serve(
                         events,
                         span,
                         started: Instant::now(),
+                        share: std::time::Duration::ZERO,
                     });
                 }
                 Err(e) => fail(&events, &span, e, in_flight),
@@ -222,6 +229,7 @@ pub(super) fn serve(
         }
         // One prompt micro-batch for the oldest generation still reading its prompt: a
         // short one while others decode, so they keep their pace.
+        let round = Instant::now();
         let mut ended: Vec<(usize, Result<FinishReason, MlError>)> = Vec::new();
         let decoding = slots.iter().any(|s| s.gen.pending.is_some());
         if let Some(i) = slots.iter().position(|s| !s.gen.prefilled()) {
@@ -274,13 +282,20 @@ pub(super) fn serve(
                 }
             }
         }
+        // The round's time, shared by the generations it ran.
+        if !slots.is_empty() {
+            let each = round.elapsed() / slots.len() as u32;
+            for s in &mut slots {
+                s.share += each;
+            }
+        }
         // Finished generations leave (each once; highest index first, so the others keep
         // theirs).
         ended.sort_by_key(|e| std::cmp::Reverse(e.0));
         for (i, result) in ended {
             let slot = slots.swap_remove(i);
             if result.is_ok() {
-                stats.record(slot.started.elapsed());
+                stats.record(slot.share);
             }
             finish(engine, slot, result, in_flight);
         }
@@ -316,6 +331,7 @@ fn finish(
         events,
         span,
         started,
+        ..
     } = slot;
     // No longer in flight once its caller can see the end.
     in_flight.fetch_sub(1, Ordering::SeqCst);

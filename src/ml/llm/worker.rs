@@ -61,8 +61,6 @@ struct Shared {
     tokenizer: Arc<LlmTokenizer>,
     in_flight: Arc<AtomicUsize>,
     batch: Arc<BatchStats>,
-    /// Generations at once (1 for candle's models).
-    parallel: usize,
     max_wait: Option<std::time::Duration>,
 }
 
@@ -99,11 +97,6 @@ impl LlmHandle {
             tokenizer: Arc::clone(engine.tokenizer()),
             in_flight: Arc::clone(&in_flight),
             batch: Arc::clone(&stats),
-            parallel: if engine.batchable() {
-                opts.parallel.max(1)
-            } else {
-                1
-            },
             max_wait: opts.max_wait,
         };
         let batching = BatchOptions {
@@ -184,9 +177,11 @@ impl LlmHandle {
         }
     }
 
-    /// How long a request sent now would take to end at the recent pace: `waiting /
-    /// parallel` rounds of a mean generation for a place, then its own. `None` while the
-    /// model is idle (it would start at once); [`Duration::MAX`](std::time::Duration::MAX)
+    /// How long a request sent now would take to end at the recent pace: with `n`
+    /// requests queued or running, `n + 1` mean generations (each as if it had the model
+    /// to itself, [`BatchStats::mean_ms`](super::batch::BatchStats::mean_ms)), since the
+    /// model's time is shared among those running and a place frees as one ends. `None`
+    /// while the model is idle (it would start at once); [`Duration::MAX`](std::time::Duration::MAX)
     /// while it is busy before any generation has ended (no pace known: a server just
     /// started that takes every request of a burst makes each of them slow).
     pub fn expected(&self) -> Option<std::time::Duration> {
@@ -199,15 +194,11 @@ impl LlmHandle {
         if ahead == 0 {
             return None;
         }
-        let parallel = self.shared.parallel;
         let mean = self.shared.batch.mean_ms.load(Ordering::Relaxed) as u64;
         if mean == 0 {
             return Some(std::time::Duration::MAX);
         }
-        let waiting = (ahead + 1).saturating_sub(parallel) as u64;
-        Some(std::time::Duration::from_millis(
-            waiting * mean / parallel as u64 + mean,
-        ))
+        Some(std::time::Duration::from_millis(mean * (ahead as u64 + 1)))
     }
 
     /// Tokens in `text`, counted on the caller's thread.
