@@ -7,6 +7,7 @@
 //! Also prints peak resident memory.
 //!
 //! Usage: llm_batch FILE.gguf [THREADS=2] [PP=128] [TG=128] [NPL=1,2,4,8]
+//! Env: RAGD_LLM_KERNELS=scalar|avx2|avx512 picks the kernels (default: the best).
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -30,10 +31,19 @@ async fn main() -> anyhow::Result<()> {
         .split(',')
         .map(|v| v.trim().parse())
         .collect::<Result<_, _>>()?;
+    // The kernels (`scalar`, `avx2`, `avx512`): the best the CPU runs unless set.
+    let tier = match std::env::var("RAGD_LLM_KERNELS") {
+        Ok(name) => Some(
+            ragd::ml::quant::Tier::parse(&name)
+                .ok_or_else(|| anyhow::anyhow!("unknown kernel tier {name:?}"))?,
+        ),
+        Err(_) => None,
+    };
     for &b in &npl {
         let backend = Backend::Cpu {
             options: CpuOptions {
                 threads: Some(threads),
+                tier,
                 ..CpuOptions::default()
             },
             prompt_cache_bytes: 0,
