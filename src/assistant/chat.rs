@@ -204,8 +204,7 @@ impl Assistant {
 
         // The turn's deadline: as long as a generated `/query` answer may take. The answers
         // its tools generate keep to it as well (`answer_by`).
-        let by = tokio::time::Instant::now()
-            + std::time::Duration::from_secs(2 * self.config.max_queue_wait_secs);
+        let by = tokio::time::Instant::now() + self.kb.llm_defaults().deadline;
         let mut reply = match self.models.llm.current() {
             None => self.extractive_turn(&message, sink).await?,
             Some(llm) => {
@@ -612,7 +611,7 @@ impl Assistant {
             if now >= by && llm.in_flight() > 1 {
                 let text = completion.cut().to_owned();
                 *tokens.0 += completion.prompt_tokens() as u64;
-                *tokens.1 += llm.count_tokens(completion.output()) as u64;
+                *tokens.1 += completion.pieces() as u64;
                 tracing::info!(
                     in_flight = llm.in_flight(),
                     "the chat turn ran past its deadline while others wait on the model; its generation stopped"

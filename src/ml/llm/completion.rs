@@ -61,6 +61,8 @@ pub struct Completion {
     calls: VecDeque<Result<ParsedCall, String>>,
     ended: bool,
     prompt_tokens: usize,
+    /// Pieces the model has sent so far (one per generated token that completed text).
+    pieces: usize,
 }
 
 impl Completion {
@@ -129,6 +131,7 @@ impl Completion {
             calls: VecDeque::new(),
             ended: false,
             prompt_tokens: fitted.prompt_tokens,
+            pieces: 0,
         })
     }
 
@@ -159,6 +162,7 @@ impl Completion {
             }
             match self.generation.next_text().await? {
                 Some(piece) => {
+                    self.pieces += 1;
                     self.output.push_str(&piece);
                     let shown = if self.tools {
                         self.gate.push(&piece)
@@ -185,6 +189,12 @@ impl Completion {
                 }
             }
         }
+    }
+
+    /// Tokens generated so far, counted as pieces read (the engine's own count comes with
+    /// [`finished`](Self::finished), which a [`cut`](Self::cut) completion never reaches).
+    pub fn pieces(&self) -> usize {
+        self.pieces
     }
 
     /// Stops reading before the generation's end (dropping the completion stops the
