@@ -43,6 +43,9 @@ pub struct Config {
     pub device: crate::ml::device::DeviceChoice,
     /// Most embedding requests waiting at once; beyond it requests fail fast (429).
     pub embed_queue_capacity: usize,
+    /// Megabytes of recent interactive texts' vectors (questions, the passages'
+    /// sentences) kept so they are not embedded again (`RAGD_EMBED_CACHE_MB`); 0: none.
+    pub embed_cache_mb: usize,
     /// Searches' index look-ups running at once (`RAGD_SEARCH_THREADS`); default: every core.
     pub search_threads: usize,
     /// Searches waiting for a look-up thread (`RAGD_SEARCH_QUEUE`); beyond it: 429.
@@ -264,6 +267,7 @@ impl Default for Config {
             embed_precision: crate::ml::Precision::Auto,
             device: crate::ml::device::DeviceChoice::Auto,
             embed_queue_capacity: 1024,
+            embed_cache_mb: 16,
             search_threads: num_cpus::get().max(1),
             search_queue: 256,
             max_concurrent_answers: num_cpus::get().max(1),
@@ -346,6 +350,7 @@ impl Config {
             embed_precision,
             device,
             embed_queue_capacity,
+            embed_cache_mb,
             search_threads,
             search_queue,
             max_concurrent_answers,
@@ -435,6 +440,12 @@ impl Config {
         }
         if self.embed_queue_capacity == 0 {
             bail!("embed_queue_capacity must be at least 1");
+        }
+        if self.embed_cache_mb > 65_536 {
+            bail!(
+                "embed_cache_mb must be 0-65536, got {}",
+                self.embed_cache_mb
+            );
         }
         if self.search_threads == 0 || self.search_threads > 1024 {
             bail!("search_threads must be 1-1024, got {}", self.search_threads);

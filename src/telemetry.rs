@@ -152,6 +152,8 @@ pub struct EmbedderTotals {
     pub tokens: u64,
     pub sequences: u64,
     pub busy_seconds: f64,
+    pub cache_hits: u64,
+    pub cache_misses: u64,
 }
 
 /// Ingestion's running totals.
@@ -199,6 +201,8 @@ struct SyncedCounters {
     embed_tokens: IntCounter,
     embed_sequences: IntCounter,
     embed_busy: Counter,
+    embed_cache_hits: IntCounter,
+    embed_cache_misses: IntCounter,
     sources: IntCounter,
     chunks: IntCounter,
 }
@@ -265,6 +269,16 @@ impl Telemetry {
                     "Seconds the embedder spent in forward passes",
                 )
                 .expect("a valid metric name"),
+            ),
+            embed_cache_hits: int_counter(
+                &r,
+                "ragd_embedder_cache_hits_total",
+                "Interactive texts (questions, passage sentences) answered from the cache of recent vectors",
+            ),
+            embed_cache_misses: int_counter(
+                &r,
+                "ragd_embedder_cache_misses_total",
+                "Interactive texts not in the cache of recent vectors, so embedded",
             ),
             sources: int_counter(
                 &r,
@@ -374,6 +388,8 @@ impl Telemetry {
             };
             int(&c.embed_tokens, "embed_tokens", e.tokens);
             int(&c.embed_sequences, "embed_sequences", e.sequences);
+            int(&c.embed_cache_hits, "embed_cache_hits", e.cache_hits);
+            int(&c.embed_cache_misses, "embed_cache_misses", e.cache_misses);
             int(&c.sources, "sources", snap.ingestion.sources);
             int(&c.chunks, "chunks", snap.ingestion.chunks);
             c.embed_busy.inc_by(s.delta("embed_busy", e.busy_seconds));

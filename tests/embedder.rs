@@ -119,6 +119,8 @@ async fn worker_batches_concurrent_requests_in_order() {
         EmbedWorkerOptions {
             queue_capacity: 64,
             max_batch_texts: 32,
+            // Every request reaches the worker: what is tested is its batching.
+            cache_bytes: 0,
             ..EmbedWorkerOptions::default()
         },
     )
@@ -148,6 +150,54 @@ async fn worker_batches_concurrent_requests_in_order() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recent_texts_are_answered_from_the_cache() {
+    let model = load();
+    let direct = model
+        .embed(&["alpha one", "beta two", "gamma three"])
+        .unwrap();
+    let handle = EmbedHandle::spawn(model, EmbedWorkerOptions::default()).unwrap();
+    let texts = |t: &[&str]| t.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let first = handle
+        .embed(texts(&["alpha one", "beta two"]))
+        .await
+        .unwrap();
+    let s1 = handle.stats();
+    assert_eq!((s1.cache_hits, s1.cache_misses, s1.sequences), (0, 2, 2));
+    // Two known texts (one twice) and a new one: only the new one reaches the model.
+    let got = handle
+        .embed(texts(&["beta two", "gamma three", "beta two", "alpha one"]))
+        .await
+        .unwrap();
+    let s2 = handle.stats();
+    assert_eq!(s2.sequences, 3, "only 'gamma three' is embedded");
+    assert_eq!((s2.cache_hits, s2.cache_misses), (3, 3));
+    // In the order asked, and the very vectors embedded before.
+    assert_eq!(got[0], first[1]);
+    assert_eq!(got[2], first[1]);
+    assert_eq!(got[3], first[0]);
+    for (v, want) in [(&got[3], 0), (&got[0], 1), (&got[1], 2)] {
+        assert!(cosine(v, &direct[want]) > 0.99999);
+    }
+    // A probe always reaches the model.
+    handle.embed_fresh(texts(&["alpha one"])).await.unwrap();
+    assert_eq!(handle.stats().sequences, 4);
+    assert_eq!(handle.stats().cache_hits, 3);
+    // Turned off, nothing is kept.
+    let off = EmbedHandle::spawn(
+        load(),
+        EmbedWorkerOptions {
+            cache_bytes: 0,
+            ..EmbedWorkerOptions::default()
+        },
+    )
+    .unwrap();
+    for _ in 0..2 {
+        off.embed(texts(&["alpha one"])).await.unwrap();
+    }
+    assert_eq!((off.stats().sequences, off.stats().cache_hits), (2, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_queue_fails_fast() {
     let model = load();
     let handle = EmbedHandle::spawn(
@@ -155,6 +205,7 @@ async fn a_full_queue_fails_fast() {
         EmbedWorkerOptions {
             queue_capacity: 1,
             max_batch_texts: 1,
+            cache_bytes: 0,
             ..EmbedWorkerOptions::default()
         },
     )

@@ -77,6 +77,8 @@ async fn metrics_parse_and_move_with_traffic() {
         ("ragd_index_entries", "gauge"),
         ("ragd_disk_bytes", "gauge"),
         ("ragd_embedder_tokens", "counter"),
+        ("ragd_embedder_cache_hits", "counter"),
+        ("ragd_embedder_cache_misses", "counter"),
         ("ragd_ingested_chunks", "counter"),
         ("ragd_llm_completion_tokens", "counter"),
         ("ragd_llm_prompt_cache_reused_tokens", "counter"),
@@ -98,6 +100,9 @@ async fn metrics_parse_and_move_with_traffic() {
     assert_eq!(st, 200, "{body}");
     let results = s.search("forgotten password", 3).await;
     assert!(results["count"].as_u64().unwrap() > 0);
+    // The same query again: its vector comes from the cache of recent texts.
+    let again = s.search("forgotten password", 3).await;
+    assert_eq!(again["results"], results["results"]);
     let (st, _) = s.get_json("/api/v1/documents/not-a-doc").await;
     assert_eq!(st, 404);
     let (st, _) = s.get_json("/no/such/route").await;
@@ -111,7 +116,7 @@ async fn metrics_parse_and_move_with_traffic() {
             "ragd_http_requests_total",
             &[("route", "/api/v1/search"), ("method", "POST")]
         ),
-        1.0
+        2.0
     );
     // Ids never become labels: the pattern does.
     assert_eq!(
@@ -161,6 +166,12 @@ async fn metrics_parse_and_move_with_traffic() {
             > value(&before, "ragd_embedder_tokens_total", &[])
     );
     assert!(value(&after, "ragd_disk_bytes", &[("what", "database")]) > 0.0);
+    let hits = |m: &[_]| value(m, "ragd_embedder_cache_hits_total", &[]);
+    assert!(
+        hits(&after) >= hits(&before) + 1.0,
+        "the repeated query was embedded again"
+    );
+    assert!(value(&after, "ragd_embedder_cache_misses_total", &[]) >= 1.0);
 
     // Counters never go back between scrapes.
     let again = scrape(&s).await;

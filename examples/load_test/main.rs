@@ -124,7 +124,7 @@ async fn main() -> anyhow::Result<()> {
     rec.merge(health.clone());
     acknowledged.extend(mix::merge_ledgers(ledgers));
 
-    println!("(latency percentiles over 2xx answers; non-2xx lists every other answer by status, and requests without one)");
+    println!("(latency percentiles over 2xx answers; non-2xx lists every other answer by status, and requests without one; \"rate limit\": 429s that were a user's rate limit, not the server shedding load)");
     stats::print_table(&rec, elapsed);
     let verdict = verify::check(&srv.base, &acknowledged).await?;
     let errors = srv.error_lines();

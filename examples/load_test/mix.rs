@@ -299,6 +299,10 @@ impl Client {
                 {
                     self.rec.mode(op, mode);
                 }
+                // The assistant's per-user rate limit, as against a server shedding load.
+                if status == 429 && body.to_string().contains("rate limit exceeded") {
+                    self.rec.rate_limited(op);
+                }
                 (status == 429).then(|| Duration::from_secs(retry_after.unwrap_or(1)))
             }
             Err(e) => {

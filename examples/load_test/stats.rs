@@ -16,6 +16,8 @@ pub struct OpStats {
     pub failures: BTreeMap<&'static str, u64>,
     /// 2xx answers of `/query` by `answer_mode` (generative, extractive).
     pub modes: BTreeMap<String, u64>,
+    /// 429 answers that were a user's rate limit (not the server shedding load).
+    pub rate_limited: u64,
 }
 
 /// Everything a client (or the health prober) recorded.
@@ -43,6 +45,11 @@ impl Recorder {
             .modes
             .entry(mode.to_owned())
             .or_default() += 1;
+    }
+
+    /// A 429 answer that was a user's rate limit.
+    pub fn rate_limited(&mut self, op: Op) {
+        self.ops.entry(op).or_default().rate_limited += 1;
     }
 
     /// A request that got no HTTP answer.
@@ -79,6 +86,7 @@ impl Recorder {
             for (k, v) in o.modes {
                 *s.modes.entry(k).or_default() += v;
             }
+            s.rate_limited += o.rate_limited;
         }
     }
 
@@ -144,6 +152,7 @@ pub fn print_table(rec: &Recorder, seconds: f64) {
             for (k, v) in &s.failures {
                 *all.failures.entry(k).or_default() += v;
             }
+            all.rate_limited += s.rate_limited;
         }
     }
     print_row("all (without the prober)", &all, seconds);
@@ -165,7 +174,10 @@ fn print_row(label: &str, s: &OpStats, seconds: f64) {
         .statuses
         .iter()
         .filter(|(k, _)| !(200..300).contains(*k))
-        .map(|(k, v)| format!("{k}: {v}"))
+        .map(|(k, v)| match (k, s.rate_limited) {
+            (429, 1..) => format!("{k}: {v} ({} rate limit)", s.rate_limited),
+            _ => format!("{k}: {v}"),
+        })
         .chain(s.failures.iter().map(|(k, v)| format!("{k}: {v}")))
         .collect();
     let max = s

@@ -27,6 +27,7 @@ pub struct Layer {
     pub embed_precision: Option<crate::ml::Precision>,
     pub device: Option<crate::ml::device::DeviceChoice>,
     pub embed_queue_capacity: Option<usize>,
+    pub embed_cache_mb: Option<usize>,
     pub search_threads: Option<usize>,
     pub search_queue: Option<usize>,
     pub max_concurrent_answers: Option<usize>,
@@ -153,6 +154,7 @@ impl Layer {
                 .map(|v| v.parse().map_err(|e| anyhow::anyhow!("RAGD_DEVICE: {e}")))
                 .transpose()?,
             embed_queue_capacity: parse("RAGD_EMBED_QUEUE_CAPACITY")?.map(|v| v as usize),
+            embed_cache_mb: parse("RAGD_EMBED_CACHE_MB")?.map(|v| v as usize),
             search_threads: parse("RAGD_SEARCH_THREADS")?.map(|v| v as usize),
             search_queue: parse("RAGD_SEARCH_QUEUE")?.map(|v| v as usize),
             max_concurrent_answers: parse("RAGD_MAX_CONCURRENT_ANSWERS")?.map(|v| v as usize),

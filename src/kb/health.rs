@@ -20,7 +20,7 @@ impl KnowledgeBase {
     async fn check_embedder(&self) -> Component {
         let probe = tokio::time::timeout(
             EMBED_PROBE_TIMEOUT,
-            self.embedder.embed(vec!["health check".into()]),
+            self.embedder.embed_fresh(vec!["health check".into()]),
         )
         .await;
         let (healthy, detail) = match probe {

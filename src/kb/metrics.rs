@@ -50,6 +50,8 @@ impl KnowledgeBase {
                 tokens: embed.tokens,
                 sequences: embed.sequences,
                 busy_seconds: embed.busy_s,
+                cache_hits: embed.cache_hits,
+                cache_misses: embed.cache_misses,
             },
             ingestion: IngestionTotals {
                 sources: stages.sources,

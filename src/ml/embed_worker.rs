@@ -10,8 +10,9 @@
 //! instead (backpressure on ingestion, never an error).
 
 mod batch;
+mod cache;
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -32,6 +33,8 @@ pub struct EmbedWorkerOptions {
     pub max_batch_tokens: usize,
     /// Most sequences in one forward pass.
     pub max_batch_texts: usize,
+    /// Bytes of recently embedded interactive texts' vectors kept for reuse (0: none).
+    pub cache_bytes: usize,
 }
 
 impl Default for EmbedWorkerOptions {
@@ -41,6 +44,7 @@ impl Default for EmbedWorkerOptions {
             bulk_capacity: 4096,
             max_batch_tokens: 8192,
             max_batch_texts: 32,
+            cache_bytes: 16 << 20,
         }
     }
 }
@@ -94,6 +98,10 @@ pub struct EmbedStats {
     pub busy_s: f64,
     /// Of which in bulk passes (ingestion).
     pub bulk_busy_s: f64,
+    /// Interactive texts answered from the cache of recent vectors.
+    pub cache_hits: u64,
+    /// Interactive texts not found there (embedded).
+    pub cache_misses: u64,
 }
 
 struct Shared {
@@ -104,6 +112,7 @@ struct Shared {
     bulk_room: Arc<Semaphore>,
     opts: EmbedWorkerOptions,
     counters: Counters,
+    cache: cache::VectorCache,
     dim: usize,
     max_tokens: usize,
     counter: TokenCounter,
@@ -168,6 +177,7 @@ impl EmbedHandle {
             bulk_capacity: opts.bulk_capacity.max(1),
             max_batch_tokens: opts.max_batch_tokens.max(1),
             max_batch_texts: opts.max_batch_texts.max(1),
+            cache_bytes: opts.cache_bytes,
         };
         let shared = Arc::new(Shared {
             queues: Mutex::new(Queues::default()),
@@ -176,6 +186,7 @@ impl EmbedHandle {
             bulk_room: Arc::new(Semaphore::new(opts.bulk_capacity)),
             opts,
             counters: Counters::default(),
+            cache: cache::VectorCache::new(opts.cache_bytes),
             dim: model.dim(),
             max_tokens: model.max_tokens(),
             counter: model.token_counter(),
@@ -195,9 +206,48 @@ impl EmbedHandle {
         &self.owner.shared
     }
 
-    /// Embeds `texts` (in order) ahead of any bulk work: for queries and probes. Fails
-    /// fast with `Overloaded` when the interactive queue is full.
+    /// Embeds `texts` (in order) ahead of any bulk work: for queries and the passages'
+    /// sentences. A text embedded lately is answered from the cache of recent vectors;
+    /// the others (each distinct one once) go to the worker. Fails fast with
+    /// `Overloaded` when the interactive queue is full.
     pub async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, MlError> {
+        let cache = &self.shared().cache;
+        if !cache.enabled() {
+            return self.embed_fresh(texts).await;
+        }
+        // Each text: its cached vector, or its place among the texts to embed.
+        let mut wanted: Vec<String> = Vec::new();
+        let mut place: HashMap<&str, usize> = HashMap::new();
+        let found: Vec<Result<Vec<f32>, usize>> = texts
+            .iter()
+            .map(|t| match cache.get(t) {
+                Some(v) => Ok(v.to_vec()),
+                None => Err(*place.entry(t.as_str()).or_insert_with(|| {
+                    wanted.push(t.clone());
+                    wanted.len() - 1
+                })),
+            })
+            .collect();
+        let fresh = self.embed_fresh(wanted).await?;
+        if fresh.len() != place.len() {
+            return Err(MlError::Inference(format!(
+                "the embedder returned {} vectors for {} texts",
+                fresh.len(),
+                place.len()
+            )));
+        }
+        for (text, &i) in &place {
+            cache.put(text, &fresh[i]);
+        }
+        Ok(found
+            .into_iter()
+            .map(|f| f.unwrap_or_else(|i| fresh[i].clone()))
+            .collect())
+    }
+
+    /// Embeds `texts` as [`embed`](Self::embed) does, never from the cache: for a probe
+    /// that must reach the model.
+    pub async fn embed_fresh(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, MlError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
@@ -279,12 +329,15 @@ impl EmbedHandle {
     pub fn stats(&self) -> EmbedStats {
         let c = &self.shared().counters;
         let secs = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64 / 1e9;
+        let (cache_hits, cache_misses) = self.shared().cache.counts();
         EmbedStats {
             passes: c.passes.load(Ordering::Relaxed),
             sequences: c.sequences.load(Ordering::Relaxed),
             tokens: c.tokens.load(Ordering::Relaxed),
             busy_s: secs(&c.busy_ns),
             bulk_busy_s: secs(&c.bulk_busy_ns),
+            cache_hits,
+            cache_misses,
         }
     }
 

@@ -34,6 +34,7 @@ pub(super) fn load_embedder(
     let model_dir = cfg.embedding_model_dir();
     let options = EmbedWorkerOptions {
         queue_capacity: cfg.embed_queue_capacity,
+        cache_bytes: cfg.embed_cache_mb << 20,
         max_batch_tokens: cfg.embed_batch_tokens,
         max_batch_texts: cfg.embed_batch_size,
         ..EmbedWorkerOptions::default()
