@@ -46,6 +46,9 @@ pub struct Config {
     /// Megabytes of recent interactive texts' vectors (questions, the passages'
     /// sentences) kept so they are not embedded again (`RAGD_EMBED_CACHE_MB`); 0: none.
     pub embed_cache_mb: usize,
+    /// Nice value of the models' threads (`RAGD_MODEL_NICE`, 0-19; Linux): above 0 the
+    /// server's short requests run ahead of the models' passes when the cores are full.
+    pub model_nice: i32,
     /// Searches' index look-ups running at once (`RAGD_SEARCH_THREADS`); default: every core.
     pub search_threads: usize,
     /// Searches waiting for a look-up thread (`RAGD_SEARCH_QUEUE`); beyond it: 429.
@@ -268,6 +271,7 @@ impl Default for Config {
             device: crate::ml::device::DeviceChoice::Auto,
             embed_queue_capacity: 1024,
             embed_cache_mb: 16,
+            model_nice: 10,
             search_threads: num_cpus::get().max(1),
             search_queue: 256,
             max_concurrent_answers: num_cpus::get().max(1),
@@ -351,6 +355,7 @@ impl Config {
             device,
             embed_queue_capacity,
             embed_cache_mb,
+            model_nice,
             search_threads,
             search_queue,
             max_concurrent_answers,
@@ -440,6 +445,9 @@ impl Config {
         }
         if self.embed_queue_capacity == 0 {
             bail!("embed_queue_capacity must be at least 1");
+        }
+        if !(0..=19).contains(&self.model_nice) {
+            bail!("model_nice must be 0-19, got {}", self.model_nice);
         }
         if self.embed_cache_mb > 65_536 {
             bail!(

@@ -7,6 +7,7 @@ pub mod embedder;
 pub mod llm;
 pub mod models;
 pub mod pool;
+pub mod priority;
 pub mod pull;
 pub mod quant;
 pub mod remote;

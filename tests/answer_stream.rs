@@ -313,3 +313,71 @@ async fn chat_streams_the_quotes_first_and_tells_where_the_reply_comes_from() {
     }
     server.stop().await;
 }
+
+/// The nice value of each of this process's threads, by thread name.
+#[cfg(target_os = "linux")]
+fn thread_nices() -> Vec<(String, i64)> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let (Ok(comm), Ok(stat)) = (
+            std::fs::read_to_string(t.path().join("comm")),
+            std::fs::read_to_string(t.path().join("stat")),
+        ) else {
+            continue; // the thread ended meanwhile
+        };
+        // Fields after the name, which is in parentheses: nice is field 19 of the line.
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        let nice: i64 = after.split(' ').nth(16).unwrap().parse().unwrap();
+        out.push((comm.trim().to_owned(), nice));
+    }
+    out
+}
+
+/// Under load the models keep every core busy; their threads run nicer than the
+/// server's (`model_nice`, default 10) so that short requests get a core at once.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_models_run_below_the_servers_own_priority() {
+    // The test process's own priority (the server's), whatever it was started with.
+    let own: i64 = {
+        let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        after.split(' ').nth(16).unwrap().parse().unwrap()
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let server = TestServer::start_with(smollm2_config(&tmp.path().join("data"))).await;
+    assert_eq!(Config::default().model_nice, 10);
+    load(&server).await;
+    // An answer the model generates: every model thread has run.
+    let (status, body) = server
+        .post_json(
+            "/api/v1/query",
+            &json!({"question": "How many days of leave do I get?"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let threads = thread_nices();
+    let model = |name: &str| {
+        name == "ragd-embedder" || name.starts_with("ragd-llm") || name.starts_with("ragd-compute")
+    };
+    let mut seen: Vec<&str> = threads
+        .iter()
+        .filter(|(n, _)| model(n))
+        .map(|(n, _)| n.as_str())
+        .collect();
+    seen.sort();
+    seen.dedup();
+    // The embedder's thread and its compute pool, the LLM's thread and its pool's worker.
+    for want in ["ragd-embedder", "ragd-compute-0", "ragd-llm", "ragd-llm-1"] {
+        assert!(seen.contains(&want), "no {want} thread: {threads:?}");
+    }
+    for (name, nice) in &threads {
+        if model(name) {
+            assert_eq!(*nice, own.max(10), "{name}: {threads:?}");
+        } else if name.starts_with("tokio-r") || name == "ragd-writer" {
+            // The runtime's threads and the store's writer keep the server's priority.
+            assert_eq!(*nice, own, "{name}: {threads:?}");
+        }
+    }
+    server.stop().await;
+}

@@ -196,7 +196,10 @@ impl EmbedHandle {
         let worker = shared.clone();
         std::thread::Builder::new()
             .name("ragd-embedder".into())
-            .spawn(move || batch::run(model, worker))?;
+            .spawn(move || {
+                super::priority::lower_this_thread();
+                batch::run(model, worker)
+            })?;
         Ok(Self {
             owner: Arc::new(Owner { shared }),
         })

@@ -95,7 +95,10 @@ impl Pool {
             workers.push(
                 std::thread::Builder::new()
                     .name(format!("{name}-{index}"))
-                    .spawn(move || worker(shared, index))?,
+                    .spawn(move || {
+                        super::priority::lower_this_thread();
+                        worker(shared, index)
+                    })?,
             );
         }
         Ok(Self {

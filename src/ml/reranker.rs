@@ -269,6 +269,7 @@ impl RerankHandle {
         std::thread::Builder::new()
             .name("ragd-reranker".into())
             .spawn(move || {
+                super::priority::lower_this_thread();
                 while let Ok(req) = rx.recv() {
                     if req.reply.is_closed() {
                         continue;

@@ -84,6 +84,7 @@ impl LlmHandle {
                 rayon::ThreadPoolBuilder::new()
                     .num_threads(n.max(1))
                     .thread_name(|i| format!("ragd-llm-{i}"))
+                    .start_handler(|_| crate::ml::priority::lower_this_thread())
                     .build()
                     .map_err(std::io::Error::other)?,
             ),
@@ -105,7 +106,10 @@ impl LlmHandle {
         };
         std::thread::Builder::new()
             .name("ragd-llm".into())
-            .spawn(move || worker_loop(engine, rx, pool, in_flight, batching, stats))?;
+            .spawn(move || {
+                crate::ml::priority::lower_this_thread();
+                worker_loop(engine, rx, pool, in_flight, batching, stats)
+            })?;
         Ok(Self {
             shared: Arc::new(shared),
         })
