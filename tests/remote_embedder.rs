@@ -251,6 +251,9 @@ fn shim_config(data: &std::path::Path, url: &str, rerank: RerankApi) -> Config {
         rerank_url: url.to_owned(),
         rerank_api: rerank,
         remote_timeout_secs: 1,
+        // Every search reaches the small server: a repeated query would otherwise be
+        // answered from the cache of recent vectors, never meeting the fault under test.
+        embed_cache_mb: 0,
         ..test_config(data)
     }
 }
