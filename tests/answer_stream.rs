@@ -325,12 +325,17 @@ fn thread_nices() -> Vec<(String, i64)> {
         ) else {
             continue; // the thread ended meanwhile
         };
-        // Fields after the name, which is in parentheses: nice is field 19 of the line.
-        let after = &stat[stat.rfind(')').unwrap() + 2..];
-        let nice: i64 = after.split(' ').nth(16).unwrap().parse().unwrap();
-        out.push((comm.trim().to_owned(), nice));
+        out.push((comm.trim().to_owned(), nice_in(&stat)));
     }
     out
+}
+
+/// The nice value in a thread's `/proc/.../stat` line (its 19th field; the thread's name,
+/// in parentheses, may hold spaces).
+#[cfg(target_os = "linux")]
+fn nice_in(stat: &str) -> i64 {
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    after.split(' ').nth(16).unwrap().parse().unwrap()
 }
 
 /// Under load the models keep every core busy; their threads run nicer than the
@@ -339,11 +344,7 @@ fn thread_nices() -> Vec<(String, i64)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_models_run_below_the_servers_own_priority() {
     // The test process's own priority (the server's), whatever it was started with.
-    let own: i64 = {
-        let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
-        let after = &stat[stat.rfind(')').unwrap() + 2..];
-        after.split(' ').nth(16).unwrap().parse().unwrap()
-    };
+    let own = nice_in(&std::fs::read_to_string("/proc/thread-self/stat").unwrap());
     let tmp = tempfile::tempdir().unwrap();
     let server = TestServer::start_with(smollm2_config(&tmp.path().join("data"))).await;
     assert_eq!(Config::default().model_nice, 10);

@@ -48,11 +48,11 @@ fn python() -> PathBuf {
 
 /// Runs the reference tool on `model` with `input` on stdin; its stdout.
 fn reference(model: &Path, args: &[&str], input: &str, ctx: Option<usize>) -> Vec<u8> {
-    // llama.cpp's AMX weight buffers crash where the CPU shows AMX but the VM denies its
-    // state: then the reference runs on llama.cpp's plain kernels (REF_PLAIN).
+    // llama.cpp's AMX weight buffers crash on some VMs that show AMX (SIGSEGV, and at
+    // times SIGILL): then the reference runs on llama.cpp's plain kernels (REF_PLAIN).
     use std::os::unix::process::ExitStatusExt;
     match run_reference(model, args, input, ctx, false) {
-        Err(status) if status.signal() == Some(11) => {
+        Err(status) if matches!(status.signal(), Some(libc::SIGSEGV | libc::SIGILL)) => {
             eprintln!("ragd-llama-ref crashed; again without llama.cpp's extra weight buffers");
             run_reference(model, args, input, ctx, true)
         }
