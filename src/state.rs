@@ -109,9 +109,9 @@ impl AppState {
                 let store = Store::open(&cfg.data_dir.join("ragd.sqlite"))
                     .context("opening the database")?;
 
+                crate::ml::priority::init(cfg.model_nice);
                 // One device for every local model; an explicit GPU that does not open
                 // stops start-up here, with the driver's error.
-                crate::ml::priority::init(cfg.model_nice);
                 let place = crate::ml::device::open(cfg.device)
                     .with_context(|| format!("opening the device {}", cfg.device))?;
                 let (embedder, _dim, embedder_runs) = models::load_embedder(&cfg, &place)?;

@@ -300,7 +300,7 @@ impl Client {
                     self.rec.mode(op, mode);
                 }
                 // The assistant's per-user rate limit, as against a server shedding load.
-                if status == 429 && body.to_string().contains("rate limit exceeded") {
+                if status == 429 && body["exc_type"] == "RateLimitExceededError" {
                     self.rec.rate_limited(op);
                 }
                 (status == 429).then(|| Duration::from_secs(retry_after.unwrap_or(1)))

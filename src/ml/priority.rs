@@ -28,15 +28,10 @@ pub fn init(nice: i32) {
         .build_global();
 }
 
-/// The nice value model threads take.
-pub fn model_nice() -> i32 {
-    MODEL_NICE.load(Ordering::Relaxed)
-}
-
 /// Lowers the calling thread to the models' priority (never raises it). Called first
 /// thing on every model thread.
 pub fn lower_this_thread() {
-    let nice = model_nice();
+    let nice = MODEL_NICE.load(Ordering::Relaxed);
     if nice > 0 {
         set_this_thread(nice);
     }
@@ -65,16 +60,14 @@ fn set_this_thread(nice: i32) {
 #[cfg(not(target_os = "linux"))]
 fn set_this_thread(_nice: i32) {}
 
-/// The calling thread's nice value (Linux), for tests.
-#[cfg(target_os = "linux")]
-pub fn this_thread_nice() -> i32 {
-    // SAFETY: a plain system call on the calling thread's own id.
-    unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) }
-}
-
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
+
+    fn this_thread_nice() -> i32 {
+        // SAFETY: a plain system call on the calling thread's own id.
+        unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) }
+    }
 
     #[test]
     fn a_lowered_thread_and_the_threads_it_starts_run_nicer() {
