@@ -16,6 +16,7 @@ pub mod config;
 pub mod kv;
 pub mod layer;
 pub mod ops;
+pub mod prof;
 pub mod weights;
 
 use std::io::{Read, Seek};
@@ -211,6 +212,11 @@ impl CpuModel {
         chunk
     }
 
+    /// Opens `path` (a GGUF) and loads its weights for this engine.
+    pub fn open(path: &std::path::Path, options: CpuOptions) -> Result<Self, MlError> {
+        super::model::GgufFile::open(path)?.load_cpu(options)
+    }
+
     /// A new, empty cache for this model.
     pub fn new_cache(&self) -> KvCache {
         KvCache::new(&self.cfg, self.kv)
@@ -337,10 +343,13 @@ impl CpuModel {
         } else {
             caches.iter_mut().for_each(|c| c.advance(1));
         }
-        match logits {
+        let mut clock = prof::Lap::start();
+        let r = match logits {
             Some(all) => self.logits(n, all),
             None => Ok(Vec::new()),
-        }
+        };
+        clock.lap(11);
+        r
     }
 
     fn size_buffers(&mut self, n: usize) {
@@ -462,6 +471,20 @@ pub(crate) fn ropes(
 /// accesses that row while the slice lives.
 unsafe fn row<'a>(p: Out, t: usize, w: usize) -> &'a mut [f32] {
     std::slice::from_raw_parts_mut(p.get().add(t * w), w)
+}
+
+/// Values (tokens x row width) up to which [`rows_light`] stays on the calling thread.
+const LIGHT_VALUES: usize = 8192;
+
+/// [`rows`] for light per-token work (a norm, quantizing a row, a residual sum) over rows
+/// of `width` values: a decode step's few tokens run on this thread, where a round over
+/// the pool would cost more than the work (and move the rows between cores).
+pub(super) fn rows_light(pool: &Pool, n: usize, width: usize, f: &(dyn Fn(usize) + Sync)) {
+    if n * width <= LIGHT_VALUES {
+        (0..n).for_each(f);
+    } else {
+        rows(pool, n, f);
+    }
 }
 
 /// Runs `f(t)` for every token `t < n`: on this thread for one token, over the pool for

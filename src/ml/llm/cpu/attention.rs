@@ -61,12 +61,55 @@ pub struct Item {
     pub k0: usize,
     /// End of the key range.
     pub k1: usize,
+    /// Query heads `g0..g1` of the key/value head's group (all of them but in a decode
+    /// step with fewer key/value heads than threads to share).
+    pub g0: usize,
+    /// End of the query heads.
+    pub g1: usize,
+}
+
+impl Item {
+    /// Query rows per token.
+    fn heads(&self) -> usize {
+        self.g1 - self.g0
+    }
 }
 
 /// The items of one layer's attention for `threads` threads, and how many consecutive
 /// items share query rows (key ranges split in that many chunks; more than one means the
 /// results need [`combine`]).
-pub fn plan(s: &Shape, threads: usize) -> (Vec<Item>, usize) {
+///
+/// A part of one token (a decode step) never has its keys split: with `peers - 1` other
+/// sequences in the step its items are its key/value heads, and when all of them are
+/// still too few to keep the threads busy each group's query heads are shared out
+/// instead. A query row's arithmetic does not depend on which other rows share its item,
+/// so a sequence's results are the same whatever the number of peers.
+pub fn plan(s: &Shape, threads: usize, peers: usize) -> (Vec<Item>, usize) {
+    let group = s.heads / s.kv_heads;
+    if s.tokens == 1 {
+        let whole = peers.max(1) * s.kv_heads;
+        let parts = if threads <= 1 || whole >= 2 * threads {
+            1
+        } else {
+            (2 * threads).div_ceil(whole).min(group)
+        };
+        let start = s.first_key(0) / KBLOCK * KBLOCK;
+        let mut items = Vec::with_capacity(s.kv_heads * parts);
+        for kv_head in 0..s.kv_heads {
+            for c in 0..parts {
+                items.push(Item {
+                    kv_head,
+                    t0: 0,
+                    t1: 1,
+                    k0: start,
+                    k1: s.pos + 1,
+                    g0: group * c / parts,
+                    g1: group * (c + 1) / parts,
+                });
+            }
+        }
+        return (items, 1);
+    }
     let keys = s.pos + s.tokens;
     let tiles = s.tokens.div_ceil(QTILE);
     let split = !never_split(s.kv_heads, s.tokens, threads) && keys >= 2 * KBLOCK * threads;
@@ -91,6 +134,8 @@ pub fn plan(s: &Shape, threads: usize) -> (Vec<Item>, usize) {
                     t1,
                     k0: b0 * KBLOCK,
                     k1: (b1 * KBLOCK).min(end),
+                    g0: 0,
+                    g1: group,
                 });
             }
         }
@@ -237,7 +282,10 @@ struct Ctx {
     q: *const f32,
     ldq: usize,
     hd: usize,
+    /// The key/value head's group of query heads, and the item's share of it.
     group: usize,
+    g0: usize,
+    gsub: usize,
     t0: usize,
     kv_head: usize,
     scale: f32,
@@ -247,9 +295,10 @@ struct Ctx {
 }
 
 impl Ctx {
-    /// Query row `r` of the item (token `t0 + r / group`, head `r % group` of the group).
+    /// Query row `r` of the item (token `t0 + r / gsub`, head `g0 + r % gsub` of the
+    /// group).
     unsafe fn query(&self, r: usize) -> *const f32 {
-        let (t, g) = (self.t0 + r / self.group, r % self.group);
+        let (t, g) = (self.t0 + r / self.gsub, self.g0 + r % self.gsub);
         self.q
             .add(t * self.ldq + (self.kv_head * self.group + g) * self.hd)
     }
@@ -343,13 +392,19 @@ unsafe fn item_generic<V: F16x, const F32: bool>(
 ) {
     let hd = s.head_dim;
     let group = s.heads / s.kv_heads;
-    let nrows = (item.t1 - item.t0) * group;
+    let gsub = item.heads();
+    let nrows = (item.t1 - item.t0) * gsub;
     scratch.state.reset(nrows);
+    if item.t1 - item.t0 == 1 && decode::<V, F32>(s, q, k, v, item, scratch, group) {
+        return;
+    }
     let c = Ctx {
         q,
         ldq: s.ldq,
         hd,
         group,
+        g0: item.g0,
+        gsub,
         t0: item.t0,
         kv_head: item.kv_head,
         scale: s.scale,
@@ -399,11 +454,212 @@ unsafe fn item_generic<V: F16x, const F32: bool>(
             for t in item.t0..item.t1 {
                 let (lo, hi) = (lo(t), seen(t));
                 if hi > lo {
-                    row_run::<V>(&c, (t - item.t0) * group, group, lo, hi);
+                    row_run::<V>(&c, (t - item.t0) * gsub, gsub, lo, hi);
                 }
             }
         }
         b += 1;
+    }
+}
+
+/// One new token's item (a decode step): its group's query rows with their value
+/// accumulators in registers for the whole key range, keys and values read straight from
+/// the cache (no converted copy). The same operations in the same order as [`rows`], so
+/// the results are identical. False when the shape has no such kernel (too many
+/// accumulators for the registers).
+#[inline(always)]
+unsafe fn decode<V: F16x, const F32: bool>(
+    s: &Shape,
+    q: *const f32,
+    k: &[u8],
+    v: &[u8],
+    item: Item,
+    scratch: &mut Scratch,
+    group: usize,
+) -> bool {
+    macro_rules! go {
+        ($r:literal, $d:literal) => {
+            decode_rows::<
+                V,
+                F32,
+                $r,
+                $d,
+                {
+                    if $r * $d <= 12 {
+                        4
+                    } else {
+                        2
+                    }
+                },
+            >(s, q, k, v, item, scratch, group)
+        };
+    }
+    match (s.head_dim, item.heads()) {
+        (64, 1) => go!(1, 4),
+        (64, 2) => go!(2, 4),
+        (64, 3) => go!(3, 4),
+        (64, 4) => go!(4, 4),
+        (64, 5) => go!(5, 4),
+        (64, 6) => go!(6, 4),
+        (128, 1) => go!(1, 8),
+        (128, 2) => go!(2, 8),
+        (128, 3) => go!(3, 8),
+        (256, 1) => go!(1, 16),
+        _ => return false,
+    }
+    true
+}
+
+/// [`decode`] for `R` query rows of `16 * D` dimensions. The scores of `NB` key blocks
+/// are computed together (independent sums, so the multiply-add latency is hidden); the
+/// softmax and values then take the blocks in order, as [`rows`] does.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn decode_rows<V: F16x, const F32: bool, const R: usize, const D: usize, const NB: usize>(
+    s: &Shape,
+    q: *const f32,
+    k: &[u8],
+    v: &[u8],
+    item: Item,
+    scratch: &mut Scratch,
+    group: usize,
+) {
+    let hd = 16 * D;
+    let t = item.t0;
+    let elem = if F32 { 4 } else { 2 };
+    let (kp, vp) = (k.as_ptr(), v.as_ptr());
+    let qs: [*const f32; R] =
+        std::array::from_fn(|i| q.add(t * s.ldq + (item.kv_head * group + item.g0 + i) * hd));
+    let mut st = DecodeState::<V, R, D> {
+        m: [f32::NEG_INFINITY; R],
+        l: [0f32; R],
+        acc: [[V::splat(0.0); D]; R],
+    };
+    let first = item.k0.max(s.first_key(t));
+    let seen = (s.pos + t + 1).min(item.k1);
+    let kblock = |b: usize| kp.add(k_index(s.cap, hd, item.kv_head, b * KBLOCK, 0) * elem);
+    let vblock = |b: usize| vp.add(v_index(s.cap, hd, item.kv_head, b * KBLOCK, 0) * elem);
+    let blocks = item.k1.div_ceil(KBLOCK);
+    let fetch = |b: usize| {
+        if b < blocks {
+            prefetch(kblock(b), KBLOCK * hd * elem);
+            prefetch(vblock(b), (item.k1 - b * KBLOCK).min(KBLOCK) * hd * elem);
+        }
+    };
+    let mut b = item.k0 / KBLOCK;
+    while b < blocks {
+        let nb = (blocks - b).min(NB);
+        for f in 0..nb {
+            fetch(b + NB + f);
+        }
+        if nb == NB {
+            let sc = scores::<V, F32, R, NB>(std::array::from_fn(|n| kblock(b + n)), &qs, hd);
+            for (n, scn) in sc.iter().enumerate() {
+                st.block::<F32>(scn, b + n, first, seen, s.scale, vblock(b + n), hd);
+            }
+        } else {
+            for n in 0..nb {
+                let sc = scores::<V, F32, R, 1>([kblock(b + n)], &qs, hd);
+                st.block::<F32>(&sc[0], b + n, first, seen, s.scale, vblock(b + n), hd);
+            }
+        }
+        b += nb;
+    }
+    let out = scratch.state.data.as_mut_ptr();
+    for i in 0..R {
+        let row = out.add(i * (hd + 2));
+        *row = st.m[i];
+        *row.add(1) = st.l[i];
+        for c in 0..D {
+            st.acc[i][c].store(row.add(2 + 16 * c));
+        }
+    }
+}
+
+/// The raw scores of `R` query rows against the 16 keys of each of `N` blocks.
+#[inline(always)]
+unsafe fn scores<V: F16x, const F32: bool, const R: usize, const N: usize>(
+    kb: [*const u8; N],
+    qs: &[*const f32; R],
+    hd: usize,
+) -> [[V; R]; N] {
+    let mut sc = [[V::splat(0.0); R]; N];
+    for d in 0..hd {
+        let qd: [V; R] = std::array::from_fn(|i| V::splat(*qs[i].add(d)));
+        for n in 0..N {
+            let kd = load_kv::<V, F32>(kb[n], d * KBLOCK);
+            for i in 0..R {
+                sc[n][i] = qd[i].fma(kd, sc[n][i]);
+            }
+        }
+    }
+    sc
+}
+
+/// The running softmax and value sums of [`decode_rows`].
+struct DecodeState<V, const R: usize, const D: usize> {
+    m: [f32; R],
+    l: [f32; R],
+    acc: [[V; D]; R],
+}
+
+impl<V: F16x, const R: usize, const D: usize> DecodeState<V, R, D> {
+    /// Key block `b` (keys `first..seen` of the item visible), its raw scores `sc`.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn block<const F32: bool>(
+        &mut self,
+        sc: &[V; R],
+        b: usize,
+        first: usize,
+        seen: usize,
+        scale: f32,
+        vb: *const u8,
+        hd: usize,
+    ) {
+        let base = b * KBLOCK;
+        let lo = (first.max(base) - base).min(KBLOCK);
+        let hi = (seen.saturating_sub(base)).min(KBLOCK);
+        if hi <= lo {
+            return;
+        }
+        let mut p = [[0f32; KBLOCK]; R];
+        let mut corr = [0f32; R];
+        for i in 0..R {
+            let mut scores = [0f32; KBLOCK];
+            sc[i].mul(V::splat(scale)).store(scores.as_mut_ptr());
+            if lo > 0 || hi < KBLOCK {
+                for (j, x) in scores.iter_mut().enumerate() {
+                    if j < lo || j >= hi {
+                        *x = f32::NEG_INFINITY;
+                    }
+                }
+            }
+            let sv = V::load(scores.as_ptr());
+            let m_new = self.m[i].max(sv.hmax());
+            let pv = sv.sub(V::splat(m_new)).exp();
+            pv.store(p[i].as_mut_ptr());
+            corr[i] = if self.m[i] == f32::NEG_INFINITY {
+                0.0
+            } else {
+                crate::ml::simd::exp(self.m[i] - m_new)
+            };
+            self.m[i] = m_new;
+            self.l[i] = self.l[i].mul_add(corr[i], pv.sum());
+        }
+        for i in 0..R {
+            for c in 0..D {
+                self.acc[i][c] = self.acc[i][c].mul(V::splat(corr[i]));
+            }
+        }
+        for j in lo..hi {
+            for c in 0..D {
+                let vj = load_kv::<V, F32>(vb, j * hd + 16 * c);
+                for i in 0..R {
+                    self.acc[i][c] = V::splat(p[i][j]).fma(vj, self.acc[i][c]);
+                }
+            }
+        }
     }
 }
 
@@ -415,9 +671,10 @@ unsafe fn item_generic<V: F16x, const F32: bool>(
 /// item's heads and tokens.
 pub unsafe fn write(s: &Shape, item: Item, state: &State, out: *mut f32, ldo: usize) {
     let group = s.heads / s.kv_heads;
+    let gsub = item.heads();
     for t in item.t0..item.t1 {
-        for g in 0..group {
-            let (_, l, acc) = state.row((t - item.t0) * group + g);
+        for g in item.g0..item.g1 {
+            let (_, l, acc) = state.row((t - item.t0) * gsub + g - item.g0);
             let head = item.kv_head * group + g;
             let o = out.add(t * ldo + head * s.head_dim);
             let inv = if l > 0.0 { 1.0 / l } else { 0.0 };
@@ -462,6 +719,168 @@ pub unsafe fn combine(s: &Shape, item: Item, parts: &[&State], out: *mut f32, ld
             for (d, a) in acc.iter().enumerate() {
                 *o.add(d) = a * inv;
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cache of `cap` positions with pseudo-random keys and values, and queries for
+    /// `tokens` rows of `ldq` floats.
+    struct Case {
+        s: Shape,
+        k: Vec<u8>,
+        v: Vec<u8>,
+        q: Vec<f32>,
+    }
+
+    fn case(heads: usize, kv_heads: usize, head_dim: usize, keys: usize, window: usize) -> Case {
+        let cap = keys.div_ceil(KBLOCK) * KBLOCK + KBLOCK;
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = move || {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 4.0
+        };
+        let mut k = vec![0u8; kv_heads * cap * head_dim * 2];
+        let mut v = vec![0u8; kv_heads * cap * head_dim * 2];
+        for h in 0..kv_heads {
+            for p in 0..keys {
+                for d in 0..head_dim {
+                    let (ki, vi) = (
+                        k_index(cap, head_dim, h, p, d),
+                        v_index(cap, head_dim, h, p, d),
+                    );
+                    k[2 * ki..2 * ki + 2]
+                        .copy_from_slice(&half::f16::from_f32(rnd()).to_bits().to_le_bytes());
+                    v[2 * vi..2 * vi + 2]
+                        .copy_from_slice(&half::f16::from_f32(rnd()).to_bits().to_le_bytes());
+                }
+            }
+        }
+        let ldq = (heads + 2 * kv_heads) * head_dim;
+        let q = (0..2 * ldq).map(|_| rnd()).collect();
+        let s = Shape {
+            heads,
+            kv_heads,
+            head_dim,
+            cap,
+            pos: 0,
+            tokens: 0,
+            ldq,
+            kv: KvType::F16,
+            window,
+            scale: 1.0 / (head_dim as f32).sqrt(),
+        };
+        Case { s, k, v, q }
+    }
+
+    /// Runs `items` of shape `s` with queries `q` and writes every query head's output
+    /// for `s.tokens` tokens.
+    fn run(tier: Tier, c: &Case, s: &Shape, q: &[f32], items: &[Item]) -> Vec<f32> {
+        let ldo = s.heads * s.head_dim;
+        let mut out = vec![f32::NAN; s.tokens * ldo];
+        let mut scratch = Scratch::new(s.head_dim);
+        for &item in items {
+            // SAFETY: `q` holds `s.tokens` rows, the cache `s.pos + s.tokens` positions, and
+            // `tier` is one this CPU runs.
+            unsafe {
+                run_item(tier, s, q.as_ptr(), &c.k, &c.v, item, &mut scratch);
+                write(s, item, &scratch.state, out.as_mut_ptr(), ldo);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_decode_token_gets_exactly_what_the_prompt_kernels_give_it() {
+        // (heads, kv heads, head size, keys, window): the decode kernels' shapes, one
+        // they do not cover (7 heads a group), a partial last block, a sliding window.
+        let shapes = [
+            (9, 3, 64, 150, usize::MAX),
+            (14, 2, 64, 97, usize::MAX),
+            (4, 2, 128, 64, usize::MAX),
+            (4, 1, 256, 40, usize::MAX),
+            (9, 3, 64, 150, 37),
+        ];
+        for tier in Tier::available() {
+            for &(heads, kvh, hd, keys, window) in &shapes {
+                let c = case(heads, kvh, hd, keys, window);
+                let group = heads / kvh;
+                // The prompt kernels: the last two positions as one tile of two tokens.
+                let prompt = Shape {
+                    pos: keys - 2,
+                    tokens: 2,
+                    ..c.s
+                };
+                let start = prompt.first_key(0) / KBLOCK * KBLOCK;
+                let tile: Vec<Item> = (0..kvh)
+                    .map(|kv_head| Item {
+                        kv_head,
+                        t0: 0,
+                        t1: 2,
+                        k0: start,
+                        k1: keys,
+                        g0: 0,
+                        g1: group,
+                    })
+                    .collect();
+                let whole = run(tier, &c, &prompt, &c.q, &tile);
+                let ldo = heads * hd;
+                let expected = &whole[ldo..];
+                // The last position alone, as a decode step plans it with and without
+                // peers (query heads shared out over items, or whole groups).
+                let decode = Shape {
+                    pos: keys - 1,
+                    tokens: 1,
+                    ..c.s
+                };
+                for (threads, peers) in [(2, 1), (2, 8), (4, 1), (1, 1)] {
+                    let (items, chunks) = plan(&decode, threads, peers);
+                    assert_eq!(chunks, 1, "a decode token's keys are never split");
+                    let got = run(tier, &c, &decode, &c.q[c.s.ldq..], &items);
+                    let same = got
+                        .iter()
+                        .zip(expected)
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(
+                        same,
+                        "{tier:?} heads {heads}/{kvh} x {hd}, {keys} keys, window {window}, \
+                         {threads} threads, {peers} peers: {:?} vs {:?}",
+                        &got[..4],
+                        &expected[..4]
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn decode_plans_cover_every_query_head_once() {
+        let c = case(9, 3, 64, 40, usize::MAX);
+        let s = Shape {
+            pos: 39,
+            tokens: 1,
+            ..c.s
+        };
+        for (threads, peers, items_expected) in [(2, 1, 6), (2, 2, 3), (2, 8, 3), (8, 1, 9)] {
+            let (items, _) = plan(&s, threads, peers);
+            assert_eq!(
+                items.len(),
+                items_expected,
+                "{threads} threads, {peers} peers"
+            );
+            let mut seen = vec![0; 9];
+            for it in &items {
+                assert_eq!((it.k0, it.k1), (0, 40));
+                for g in it.g0..it.g1 {
+                    seen[it.kv_head * 3 + g] += 1;
+                }
+            }
+            assert!(seen.iter().all(|&n| n == 1), "{seen:?}");
         }
     }
 }

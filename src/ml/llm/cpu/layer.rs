@@ -8,7 +8,9 @@ use super::config::{Activation, Config};
 use super::kv::{self, KvCache, KvType};
 use super::ops::{self, Rope};
 use super::weights;
-use super::{prepare_acts, products, quantize_row, row, rows, Buffers, CpuModel, Out, Place};
+use super::{
+    prepare_acts, products, quantize_row, row, rows, rows_light, Buffers, CpuModel, Out, Place,
+};
 use crate::ml::pool::Pool;
 use crate::ml::quant::Tier;
 
@@ -30,13 +32,15 @@ impl CpuModel {
             Out(b.tmp.as_mut_ptr()),
         );
         // Attention block: norm, then the input of the query/key/value products.
+        let mut clock = super::prof::Lap::start();
         let writers = prepare_acts(&mut b.acts, &layer.qkv.parts, n, h);
-        rows(&self.pool, n, &|t| {
+        rows_light(&self.pool, n, h, &|t| {
             // SAFETY: token `t`'s rows are this call's alone.
             let (xt, xnt) = unsafe { (row(x, t, h), row(xn, t, h)) };
             ops::rms_norm(tier, xt, &layer.attn_norm, eps, xnt);
             quantize_row(&writers, tier, t, xnt);
         });
+        clock.lap(0);
         let qkv_rows = self.cfg.qkv_rows();
         products(
             &self.pool,
@@ -48,6 +52,7 @@ impl CpuModel {
             qkv_rows,
             n,
         );
+        clock.lap(1);
         let swa = self.cfg.family.is_swa(l);
         // Windowed layers have their own rotations when the family says so (Gemma 3).
         let ri = usize::from(swa && self.ropes.len() > 1);
@@ -64,6 +69,7 @@ impl CpuModel {
             place,
             n,
         );
+        clock.lap(2);
         // One part for a prompt; in a decode step, each token over its own sequence.
         let parts: Vec<Part> = if place.one {
             vec![Part {
@@ -85,13 +91,15 @@ impl CpuModel {
                 .collect()
         };
         attend(&self.pool, tier, &self.cfg, swa, b, &parts, l);
+        clock.lap(3);
         let att_w = self.cfg.q_rows();
         let att = Out(b.att.as_mut_ptr());
         let writers = prepare_acts(&mut b.acts, &layer.wo.parts, n, att_w);
-        rows(&self.pool, n, &|t| {
+        rows_light(&self.pool, n, att_w, &|t| {
             // SAFETY: token `t`'s row is this call's alone.
             quantize_row(&writers, tier, t, unsafe { row(att, t, att_w) });
         });
+        clock.lap(4);
         products(
             &self.pool,
             tier,
@@ -102,17 +110,19 @@ impl CpuModel {
             h,
             n,
         );
+        clock.lap(5);
         // Residual (after Gemma's output norm), then the feed-forward block's norm and
         // input.
         let post = layer.post_norms.as_ref();
         let writers = prepare_acts(&mut b.acts, &layer.gate_up.parts, n, h);
-        rows(&self.pool, n, &|t| {
+        rows_light(&self.pool, n, h, &|t| {
             // SAFETY: token `t`'s rows are this call's alone.
             let (xt, xnt, tt) = unsafe { (row(x, t, h), row(xn, t, h), row(tmp, t, h)) };
             add_output(tier, eps, post.map(|p| p.0.as_slice()), xt, tt, xnt);
             ops::rms_norm(tier, xt, &layer.ffn_norm, eps, xnt);
             quantize_row(&writers, tier, t, xnt);
         });
+        clock.lap(6);
         let gu = Out(b.gu.as_mut_ptr());
         products(
             &self.pool,
@@ -124,6 +134,7 @@ impl CpuModel {
             2 * f,
             n,
         );
+        clock.lap(7);
         let hb = Out(b.h.as_mut_ptr());
         let act = self.cfg.family.act;
         let writers = prepare_acts(&mut b.acts, &layer.down.parts, n, f);
@@ -136,6 +147,7 @@ impl CpuModel {
             }
             quantize_row(&writers, tier, t, ht);
         });
+        clock.lap(8);
         products(
             &self.pool,
             tier,
@@ -146,11 +158,13 @@ impl CpuModel {
             h,
             n,
         );
-        rows(&self.pool, n, &|t| {
+        clock.lap(9);
+        rows_light(&self.pool, n, h, &|t| {
             // SAFETY: token `t`'s rows are this call's alone.
             let (xt, xnt, tt) = unsafe { (row(x, t, h), row(xn, t, h), row(tmp, t, h)) };
             add_output(tier, eps, post.map(|p| p.1.as_slice()), xt, tt, xnt);
         });
+        clock.lap(10);
     }
 }
 
@@ -309,7 +323,7 @@ fn attend(
                     .attn_scale
                     .unwrap_or_else(|| 1.0 / (cfg.head_dim as f32).sqrt()),
             };
-            let (items, chunks) = attention::plan(&shape, pool.threads());
+            let (items, chunks) = attention::plan(&shape, pool.threads(), parts.len());
             (shape, items, chunks)
         })
         .collect();
