@@ -842,17 +842,18 @@ mod tests {
                     let (items, chunks) = plan(&decode, threads, peers);
                     assert_eq!(chunks, 1, "a decode token's keys are never split");
                     let got = run(tier, &c, &decode, &c.q[c.s.ldq..], &items);
-                    let same = got
+                    let differs = got
                         .iter()
                         .zip(expected)
-                        .all(|(a, b)| a.to_bits() == b.to_bits());
-                    assert!(
-                        same,
-                        "{tier:?} heads {heads}/{kvh} x {hd}, {keys} keys, window {window}, \
-                         {threads} threads, {peers} peers: {:?} vs {:?}",
-                        &got[..4],
-                        &expected[..4]
-                    );
+                        .position(|(a, b)| a.to_bits() != b.to_bits());
+                    if let Some(i) = differs {
+                        panic!(
+                            "{tier:?} heads {heads}/{kvh} x {hd}, {keys} keys, window {window}, \
+                             {threads} threads, {peers} peers: output {i} is {:e}, the prompt \
+                             kernels give {:e}",
+                            got[i], expected[i]
+                        );
+                    }
                 }
             }
         }
