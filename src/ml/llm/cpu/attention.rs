@@ -324,28 +324,8 @@ unsafe fn rows<V: F16x, const R: usize>(c: &Ctx, r0: usize, lo: usize, hi: usize
     let mut p = [[0f32; KBLOCK]; R];
     let mut corr = [0f32; R];
     for i in 0..R {
-        let mut scores = [0f32; KBLOCK];
-        sc[i].mul(V::splat(c.scale)).store(scores.as_mut_ptr());
-        if lo > 0 || hi < KBLOCK {
-            for (j, s) in scores.iter_mut().enumerate() {
-                if j < lo || j >= hi {
-                    *s = f32::NEG_INFINITY;
-                }
-            }
-        }
-        let v = V::load(scores.as_ptr());
         let st = c.state(r0 + i);
-        let m_old = *st;
-        let m_new = m_old.max(v.hmax());
-        let pv = v.sub(V::splat(m_new)).exp();
-        pv.store(p[i].as_mut_ptr());
-        corr[i] = if m_old == f32::NEG_INFINITY {
-            0.0
-        } else {
-            crate::ml::simd::exp(m_old - m_new)
-        };
-        *st = m_new;
-        *st.add(1) = (*st.add(1)).mul_add(corr[i], pv.sum());
+        corr[i] = softmax_step(sc[i], c.scale, lo, hi, &mut *st, &mut *st.add(1), &mut p[i]);
     }
     for d in (0..c.hd).step_by(16) {
         let mut a: [V; R] =
@@ -360,6 +340,43 @@ unsafe fn rows<V: F16x, const R: usize>(c: &Ctx, r0: usize, lo: usize, hi: usize
             a[i].store(c.state(r0 + i).add(2 + d));
         }
     }
+}
+
+/// One query row's online softmax over a key block whose keys `lo..hi` it sees: scales
+/// its raw scores `sc`, updates its running maximum `m` and sum `l`, leaves the block's
+/// weights in `p` and returns the factor the row's value sums are to be multiplied by.
+/// Shared by the prompt and decode kernels, so both compute a row alike.
+#[inline(always)]
+unsafe fn softmax_step<V: F16x>(
+    sc: V,
+    scale: f32,
+    lo: usize,
+    hi: usize,
+    m: &mut f32,
+    l: &mut f32,
+    p: &mut [f32; KBLOCK],
+) -> f32 {
+    let mut scores = [0f32; KBLOCK];
+    sc.mul(V::splat(scale)).store(scores.as_mut_ptr());
+    if lo > 0 || hi < KBLOCK {
+        for (j, s) in scores.iter_mut().enumerate() {
+            if j < lo || j >= hi {
+                *s = f32::NEG_INFINITY;
+            }
+        }
+    }
+    let v = V::load(scores.as_ptr());
+    let m_new = m.max(v.hmax());
+    let pv = v.sub(V::splat(m_new)).exp();
+    pv.store(p.as_mut_ptr());
+    let corr = if *m == f32::NEG_INFINITY {
+        0.0
+    } else {
+        crate::ml::simd::exp(*m - m_new)
+    };
+    *m = m_new;
+    *l = l.mul_add(corr, pv.sum());
+    corr
 }
 
 /// Rows `r0..r0 + n`, all seeing keys `lo..hi` of the block: four at a time, then the
@@ -626,26 +643,15 @@ impl<V: F16x, const R: usize, const D: usize> DecodeState<V, R, D> {
         let mut p = [[0f32; KBLOCK]; R];
         let mut corr = [0f32; R];
         for i in 0..R {
-            let mut scores = [0f32; KBLOCK];
-            sc[i].mul(V::splat(scale)).store(scores.as_mut_ptr());
-            if lo > 0 || hi < KBLOCK {
-                for (j, x) in scores.iter_mut().enumerate() {
-                    if j < lo || j >= hi {
-                        *x = f32::NEG_INFINITY;
-                    }
-                }
-            }
-            let sv = V::load(scores.as_ptr());
-            let m_new = self.m[i].max(sv.hmax());
-            let pv = sv.sub(V::splat(m_new)).exp();
-            pv.store(p[i].as_mut_ptr());
-            corr[i] = if self.m[i] == f32::NEG_INFINITY {
-                0.0
-            } else {
-                crate::ml::simd::exp(self.m[i] - m_new)
-            };
-            self.m[i] = m_new;
-            self.l[i] = self.l[i].mul_add(corr[i], pv.sum());
+            corr[i] = softmax_step(
+                sc[i],
+                scale,
+                lo,
+                hi,
+                &mut self.m[i],
+                &mut self.l[i],
+                &mut p[i],
+            );
         }
         for i in 0..R {
             for c in 0..D {
