@@ -41,8 +41,8 @@ if [ "$profile" = release ] && [ "${RAGD_LOAD_SKIP_BUILD:-0}" != 1 ]; then
   # Niced: the build shares the machine; the measurement below is not niced.
   nice -n 5 cargo build --release --quiet --bin ragd --example load_test
 fi
-bin="target/$profile/ragd"
-gen="target/$profile/examples/load_test"
+bin="${CARGO_TARGET_DIR:-target}/$profile/ragd"
+gen="${CARGO_TARGET_DIR:-target}/$profile/examples/load_test"
 for f in "$bin" "$gen"; do
   [ -x "$f" ] || { echo "no $f; build it first" >&2; exit 1; }
 done
