@@ -83,7 +83,7 @@ struct Slot {
 impl Slot {
     /// Feeds the logits after its last token to its decoder: `None` while it goes on
     /// (its next token pending), else how it ended.
-    fn advance(&mut self, logits: Vec<f32>) -> Option<Result<FinishReason, MlError>> {
+    fn advance(&mut self, logits: &mut [f32]) -> Option<Result<FinishReason, MlError>> {
         let events = &self.events;
         match self
             .gen
@@ -248,7 +248,7 @@ pub(super) fn serve(
                 };
                 let end = match step {
                     Ok(None) => None,
-                    Ok(Some(logits)) => slot.advance(logits),
+                    Ok(Some(mut logits)) => slot.advance(&mut logits),
                     Err(e) => Some(Err(e)),
                 };
                 ended.extend(end.map(|r| (i, r)));
@@ -269,8 +269,9 @@ pub(super) fn serve(
             stats.tokens.fetch_add(batch.len(), Ordering::Relaxed);
             stats.peak.fetch_max(batch.len(), Ordering::Relaxed);
             match catch(|| engine.decode(&mut batch)) {
-                Ok(all) => {
-                    for (&i, logits) in ready.iter().zip(all) {
+                Ok(mut all) => {
+                    let vocab = all.len() / ready.len();
+                    for (&i, logits) in ready.iter().zip(all.chunks_mut(vocab)) {
                         ended.extend(slots[i].advance(logits).map(|r| (i, r)));
                     }
                 }

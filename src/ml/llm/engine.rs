@@ -363,7 +363,7 @@ impl LlmEngine {
         }
         let mut logits = run.step(&mut self.runner, &prompt_ids[cached..], cached)?;
         loop {
-            match decoder.next(logits, on_text)? {
+            match decoder.next(&mut logits, on_text)? {
                 Next::Run(token) => {
                     let pos = prompt_ids.len() + decoder.count - 1;
                     logits = run.step(&mut self.runner, &[token], pos)?;
@@ -481,8 +481,9 @@ impl LlmEngine {
     }
 
     /// One decode step: each of `batch`'s pending tokens runs after its sequence, every
-    /// weight read once for all. Returns each one's logits, in order.
-    pub(crate) fn decode(&mut self, batch: &mut [&mut Batched]) -> Result<Vec<Vec<f32>>, MlError> {
+    /// weight read once for all. Returns their logits, one row of the vocabulary's size
+    /// each, in order.
+    pub(crate) fn decode(&mut self, batch: &mut [&mut Batched]) -> Result<Vec<f32>, MlError> {
         let mut tokens = Vec::with_capacity(batch.len());
         let mut caches = Vec::with_capacity(batch.len());
         for b in batch.iter_mut() {
@@ -494,8 +495,18 @@ impl LlmEngine {
             tokens.push(token);
             caches.push(&mut seq.cache);
         }
-        let vocab = self.runner.vocab();
-        match self.runner.run_decode(caches, &tokens) {
+        let rows = self.runner.vocab() * tokens.len();
+        let step = self.runner.run_decode(caches, &tokens).and_then(|logits| {
+            if logits.len() == rows {
+                Ok(logits)
+            } else {
+                Err(MlError::Inference(format!(
+                    "a decode step returned {} logits for {rows}",
+                    logits.len()
+                )))
+            }
+        });
+        match step {
             Ok(logits) => {
                 for b in batch.iter_mut() {
                     let token = b.pending.take().expect("checked above");
@@ -503,7 +514,7 @@ impl LlmEngine {
                         seq.tokens.push(token);
                     }
                 }
-                Ok(logits.chunks(vocab).map(<[f32]>::to_vec).collect())
+                Ok(logits)
             }
             Err(e) => {
                 // A failed step leaves the states unknown: never reuse them.
@@ -593,7 +604,7 @@ impl Decoder {
     /// and says whether to run it or how the generation ended.
     pub(crate) fn next(
         &mut self,
-        logits: Vec<f32>,
+        logits: &mut [f32],
         on_text: &mut dyn FnMut(&str) -> bool,
     ) -> Result<Next, MlError> {
         if let (Some(f), Some(mask)) = (self.filter.as_mut(), self.mask.as_mut()) {

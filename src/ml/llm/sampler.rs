@@ -4,6 +4,8 @@
 //! Top-p runs ragd's own [`nucleus`]: the same tokens as candle's sampler for the same
 //! seed, without sorting the whole vocabulary for every token (a 49,152-entry sort took
 //! milliseconds per token, on the model's thread, once per sequence of a decode step).
+//! Greedy runs ragd's own [`argmax`] on the logits in place: candle's choice, without a
+//! tensor and its copy of the vocabulary for each sequence of each step.
 
 use candle_core::{Device, Tensor};
 use candle_transformers::generation::{LogitsProcessor, Sampling};
@@ -17,6 +19,8 @@ pub struct Sampler {
     processor: LogitsProcessor,
     /// Top-p sampling: its own seeded generator, temperature and `p`.
     top_p: Option<(rand::rngs::StdRng, f64, f32)>,
+    /// Greedy (temperature 0): [`argmax`].
+    greedy: bool,
     penalty: f32,
     last_n: usize,
 }
@@ -45,6 +49,7 @@ impl Sampler {
             _ => None,
         };
         Self {
+            greedy: matches!(sampling, Sampling::ArgMax),
             processor: LogitsProcessor::from_sampling(params.seed, sampling),
             top_p,
             penalty: params.repeat_penalty,
@@ -53,10 +58,11 @@ impl Sampler {
     }
 
     /// Picks a token from `logits` given the tokens so far; `allowed` (when given) masks
-    /// the rest. `None` when the mask allows nothing.
+    /// the rest. `None` when the mask allows nothing. The repetition penalty and the mask
+    /// are applied to `logits` in place.
     pub fn sample(
         &mut self,
-        mut logits: Vec<f32>,
+        logits: &mut [f32],
         history: &[u32],
         allowed: Option<&[bool]>,
     ) -> Result<Option<u32>, MlError> {
@@ -88,8 +94,10 @@ impl Sampler {
                 return Ok(None);
             }
         }
-        let n = logits.len();
-        let t = Tensor::from_vec(logits, n, &Device::Cpu)?;
+        if self.greedy {
+            return Ok(Some(argmax(logits)));
+        }
+        let t = Tensor::from_slice(logits, logits.len(), &Device::Cpu)?;
         let Some((rng, temperature, p)) = self.top_p.as_mut() else {
             return Ok(Some(self.processor.sample(&t)?));
         };
@@ -100,6 +108,41 @@ impl Sampler {
         let draw = WeightedIndex::new(&prs).map_err(|e| MlError::Inference(e.to_string()))?;
         Ok(Some(draw.sample(rng) as u32))
     }
+}
+
+/// The index of the largest of `x` as candle's argmax picks it (`Tensor::argmax` on the
+/// CPU): the first of equal largest values, NaN never chosen unless it comes first (then
+/// index 0). Two passes of 16 lanes: the largest value, then the first index holding it.
+pub fn argmax(x: &[f32]) -> u32 {
+    const L: usize = 16;
+    let Some(&first) = x.first() else { return 0 };
+    if first.is_nan() {
+        return 0;
+    }
+    // The lanes keep a value only when a larger comes (`<` is false for NaN), as candle's
+    // running maximum does; equal values compare equal whichever is kept (0.0 and -0.0).
+    let mut lanes = [first; L];
+    let mut chunks = x.chunks_exact(L);
+    for c in &mut chunks {
+        for (m, &v) in lanes.iter_mut().zip(c) {
+            *m = if *m < v { v } else { *m };
+        }
+    }
+    let mut best = first;
+    for &v in lanes.iter().chain(chunks.remainder()) {
+        if best < v {
+            best = v;
+        }
+    }
+    let mut base = 0;
+    for c in x.chunks(L) {
+        if c.contains(&best) {
+            let i = c.iter().position(|&v| v == best).unwrap_or(0);
+            return (base + i) as u32;
+        }
+        base += L;
+    }
+    0
 }
 
 /// Keeps the most likely tokens until their probabilities reach `top_p` and zeroes the
@@ -162,13 +205,17 @@ mod tests {
     fn greedy_takes_the_best_allowed() {
         let mut s = Sampler::new(&params(0.0));
         let logits = vec![0.1, 3.0, 2.0];
-        assert_eq!(s.sample(logits.clone(), &[], None).unwrap(), Some(1));
+        assert_eq!(s.sample(&mut logits.clone(), &[], None).unwrap(), Some(1));
         assert_eq!(
-            s.sample(logits.clone(), &[], Some(&[true, false, true]))
+            s.sample(&mut logits.clone(), &[], Some(&[true, false, true]))
                 .unwrap(),
             Some(2)
         );
-        assert_eq!(s.sample(logits, &[], Some(&[false; 3])).unwrap(), None);
+        assert_eq!(
+            s.sample(&mut logits.clone(), &[], Some(&[false; 3]))
+                .unwrap(),
+            None
+        );
     }
 
     #[test]
@@ -176,7 +223,60 @@ mod tests {
         let mut p = params(0.0);
         p.repeat_penalty = 2.0;
         let mut s = Sampler::new(&p);
-        assert_eq!(s.sample(vec![0.0, 3.0, 2.0], &[1], None).unwrap(), Some(2));
+        assert_eq!(s.sample(&mut [0.0, 3.0, 2.0], &[1], None).unwrap(), Some(2));
+    }
+
+    #[test]
+    fn argmax_picks_what_candle_picks() {
+        let candle = |x: &[f32]| {
+            let t = Tensor::from_slice(x, x.len(), &Device::Cpu).unwrap();
+            t.argmax(candle_core::D::Minus1)
+                .unwrap()
+                .to_scalar::<u32>()
+                .unwrap()
+        };
+        let nan = f32::NAN;
+        let inf = f32::INFINITY;
+        let mut cases: Vec<Vec<f32>> = vec![
+            vec![1.0],
+            vec![nan, 5.0, 6.0],
+            vec![1.0, nan, 0.5],
+            vec![1.0, 3.0, nan, 3.0],
+            vec![-0.0, 0.0, -1.0],
+            vec![0.0, -0.0],
+            vec![-inf; 40],
+            vec![nan; 33],
+            vec![2.0, inf, 1.0, inf],
+        ];
+        // A real vocabulary's size: ties inside one lane chunk, across chunks, in the
+        // remainder, NaN and infinities scattered.
+        let mut state = 7u64;
+        for case in 0..40 {
+            let n = 49_152 + case % 17;
+            let mut x: Vec<f32> = (0..n)
+                .map(|_| {
+                    state = state
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    ((state >> 40) % 1000) as f32 / 37.0 - 10.0
+                })
+                .collect();
+            if case % 3 == 0 {
+                x[(case * 997) % n] = nan;
+            }
+            if case % 4 == 1 {
+                let top = x.iter().cloned().fold(f32::MIN, f32::max);
+                x[n - 1] = top;
+                x[(case * 131) % n] = top;
+            }
+            if case % 5 == 2 {
+                x[(case * 7919) % n] = -inf;
+            }
+            cases.push(x);
+        }
+        for (i, x) in cases.iter().enumerate() {
+            assert_eq!(argmax(x), candle(x), "case {i}");
+        }
     }
 
     /// candle's top-p, as it was used: every token sorted.
@@ -267,7 +367,7 @@ mod tests {
             l.rotate_left(step * 97);
             let t = Tensor::from_vec(l.clone(), l.len(), &Device::Cpu).unwrap();
             assert_eq!(
-                ours.sample(l, &[], None).unwrap(),
+                ours.sample(&mut l, &[], None).unwrap(),
                 Some(theirs.sample(&t).unwrap()),
                 "step {step}"
             );
@@ -280,7 +380,7 @@ mod tests {
         let run = || {
             let mut s = Sampler::new(&params(1.0));
             (0..20)
-                .map(|_| s.sample(logits.clone(), &[], None).unwrap().unwrap())
+                .map(|_| s.sample(&mut logits.clone(), &[], None).unwrap().unwrap())
                 .collect::<Vec<_>>()
         };
         assert_eq!(run(), run());
