@@ -48,6 +48,9 @@ struct Shared {
     stop: AtomicBool,
     /// Parked workers wait here for a new round.
     sleep: Mutex<()>,
+    /// Workers parked or about to park (counted under `sleep`): a round wakes them only
+    /// then, so a round while they spin costs no system call.
+    sleepers: AtomicUsize,
     wake: Condvar,
     threads: usize,
 }
@@ -86,6 +89,7 @@ impl Pool {
             panicked: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             sleep: Mutex::new(()),
+            sleepers: AtomicUsize::new(0),
             wake: Condvar::new(),
             threads,
         });
@@ -137,12 +141,15 @@ impl Pool {
         );
         sh.chunks.store(chunks, Ordering::SeqCst);
         sh.next.store(0, Ordering::SeqCst);
-        {
-            let _g = sh.sleep.lock().unwrap_or_else(|e| e.into_inner());
-            let round = (sh.state.load(Ordering::SeqCst) as u32).wrapping_add(1);
-            sh.state.store(OPEN | u64::from(round), Ordering::SeqCst);
+        let round = (sh.state.load(Ordering::SeqCst) as u32).wrapping_add(1);
+        sh.state.store(OPEN | u64::from(round), Ordering::SeqCst);
+        // A worker counts itself in `sleepers` before it last reads the round, both
+        // sequentially consistent: either it sees this round or this sees it. Taking the
+        // lock waits until it is inside `wait`, so the notification reaches it.
+        if sh.sleepers.load(Ordering::SeqCst) > 0 {
+            drop(sh.sleep.lock().unwrap_or_else(|e| e.into_inner()));
+            sh.wake.notify_all();
         }
-        sh.wake.notify_all();
         let mine = catch_unwind(AssertUnwindSafe(|| sh.work(f, 0)));
         // Close the round to latecomers, then wait for those inside. A worker still
         // inside after a while was most likely preempted (other work shares the cores):
@@ -219,9 +226,13 @@ fn worker(shared: Arc<Shared>, index: usize) {
             spins = spins.wrapping_add(1);
             if spins.is_multiple_of(1024) && started.elapsed() > SPIN {
                 let mut g = shared.sleep.lock().unwrap_or_else(|e| e.into_inner());
-                while round(&shared) == seen && !shared.stop.load(Ordering::SeqCst) {
+                shared.sleepers.fetch_add(1, Ordering::SeqCst);
+                while shared.state.load(Ordering::SeqCst) as u32 == seen
+                    && !shared.stop.load(Ordering::SeqCst)
+                {
                     g = shared.wake.wait(g).unwrap_or_else(|e| e.into_inner());
                 }
+                shared.sleepers.fetch_sub(1, Ordering::SeqCst);
                 break;
             }
         }
@@ -276,6 +287,37 @@ mod tests {
             sum.fetch_add(c as u64 + 1, Ordering::Relaxed);
         });
         assert_eq!(sum.load(Ordering::Relaxed), 20);
+    }
+
+    #[test]
+    fn parked_workers_wake_for_every_round() {
+        // Rounds around the moment a worker parks: each round's first chunk waits (up
+        // to 5 s) until the worker has taken the second, so a worker that slept through a
+        // round's wake-up fails the test instead of letting the caller do its chunks.
+        let pool = Pool::new(2, "test-pool").unwrap();
+        for i in 0..200u64 {
+            std::thread::sleep(Duration::from_micros(250 + (i * 37) % 200));
+            let worker_took = AtomicBool::new(false);
+            let missed = AtomicBool::new(false);
+            pool.run(2, &|t, c| {
+                if t == 1 {
+                    worker_took.store(true, Ordering::SeqCst);
+                } else if c == 0 {
+                    let waited = Instant::now();
+                    while !worker_took.load(Ordering::SeqCst) {
+                        if waited.elapsed() > Duration::from_secs(5) {
+                            missed.store(true, Ordering::SeqCst);
+                            return;
+                        }
+                        std::thread::yield_now();
+                    }
+                }
+            });
+            assert!(
+                !missed.load(Ordering::SeqCst),
+                "round {i}: the worker never came"
+            );
+        }
     }
 
     #[test]
