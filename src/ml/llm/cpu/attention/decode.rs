@@ -95,6 +95,9 @@ unsafe fn decode_rows<V: F16x, const F32: bool, const R: usize, const D: usize, 
         }
     };
     let mut b = item.k0 / KBLOCK;
+    for f in 0..NB {
+        fetch(b + f);
+    }
     while b < blocks {
         let nb = (blocks - b).min(NB);
         for f in 0..nb {
