@@ -55,7 +55,7 @@ echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for f in $files; do
   p="$(path_of "$f")"
   for r in $(seq "$reps"); do
-    "$bench" "$p" "$threads" "$pp" "$tg" "$npl" | tee /dev/stderr |
+    "$bench" "$p" "$threads" "$pp" "$tg" "$npl" | tee >(cat >&2) |
       sed -nE "s/.* B=([0-9]+) .* S_TG ([0-9.]+) tok\/s.*peak RSS ([0-9]+) MB.*/ragd $f \1 \2 \3/p" >>"$out"
     if [ -n "$llama" ]; then
       ctx=$(( ${npl##*,} * (pp + tg) + 256 ))
@@ -73,7 +73,7 @@ for f in $files; do
 import json, sys
 for line in sys.stdin:
     r = json.loads(line)
-    print("llama", sys.argv[1], r["pl"], "%.2f" % r["speed_tg"], 0)' "$f" | tee /dev/stderr >>"$out"
+    print("llama", sys.argv[1], r["pl"], "%.2f" % r["speed_tg"], 0)' "$f" | tee >(cat >&2) >>"$out"
     fi
   done
 done
