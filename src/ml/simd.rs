@@ -42,6 +42,8 @@ pub trait F16x: Copy {
     unsafe fn hmax(self) -> f32;
     /// `e^x` per lane.
     unsafe fn exp(self) -> Self;
+    /// Lanes `2i` and `2i + 1` swapped, for every `i`.
+    unsafe fn swap_pairs(self) -> Self;
 }
 
 const EXP_HI: f32 = 88.376_26;
@@ -166,6 +168,13 @@ impl F16x for Scalar16 {
     unsafe fn hmax(self) -> f32 {
         self.0.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b))
     }
+    unsafe fn swap_pairs(self) -> Self {
+        let mut r = self.0;
+        for p in r.chunks_exact_mut(2) {
+            p.swap(0, 1);
+        }
+        Self(r)
+    }
     unsafe fn exp(self) -> Self {
         self.map(exp)
     }
@@ -269,6 +278,14 @@ mod x86 {
             let s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
             let s = _mm_max_ps(s, _mm_movehl_ps(s, s));
             _mm_cvtss_f32(_mm_max_ss(s, _mm_shuffle_ps::<1>(s, s)))
+        }
+        #[inline]
+        #[target_feature(enable = "avx2,fma,f16c")]
+        unsafe fn swap_pairs(self) -> Self {
+            Self(
+                _mm256_permute_ps::<0b10_11_00_01>(self.0),
+                _mm256_permute_ps::<0b10_11_00_01>(self.1),
+            )
         }
         #[inline]
         #[target_feature(enable = "avx2,fma,f16c")]
@@ -386,6 +403,11 @@ mod x86 {
         }
         #[inline]
         #[target_feature(enable = "avx512f,avx2,fma,f16c")]
+        unsafe fn swap_pairs(self) -> Self {
+            Self(_mm512_permute_ps::<0b10_11_00_01>(self.0))
+        }
+        #[inline]
+        #[target_feature(enable = "avx512f,avx2,fma,f16c")]
         unsafe fn exp(self) -> Self {
             let x = _mm512_min_ps(
                 _mm512_max_ps(self.0, _mm512_set1_ps(EXP_LO)),
@@ -424,6 +446,10 @@ mod tests {
         }
         assert_eq!(v.sum(), tree_sum(xs.clone().try_into().unwrap()));
         assert_eq!(v.hmax(), 5.5);
+        v.swap_pairs().store(out.as_mut_ptr());
+        for (i, o) in out.iter().enumerate() {
+            assert_eq!(*o, xs[i ^ 1], "lane {i} of swapped pairs");
+        }
         let mut h = [0u16; 16];
         v.store_f16(h.as_mut_ptr());
         V::load_f16(h.as_ptr()).store(out.as_mut_ptr());

@@ -332,7 +332,7 @@ impl CpuModel {
         }
         for (rope, cs) in self.ropes.iter().zip(self.buf.cs.iter_mut()) {
             for (t, c) in cs.iter_mut().take(n).enumerate() {
-                rope.angles(place.of(t).1, c);
+                rope.table(place.of(t).1, c);
             }
         }
         for l in 0..self.cfg.layers {

@@ -172,6 +172,19 @@ impl ActsWriter {
             std::ptr::copy_nonoverlapping(x.as_ptr(), self.f.add(t * cols), cols);
             return;
         }
+        #[cfg(target_arch = "x86_64")]
+        if tier == Tier::Avx512 && self.kind == ActKind::Q8 {
+            let at = t * cols;
+            avx512::q8_row(
+                x,
+                self.qs.add(at),
+                self.d.add(at / 32),
+                self.s.add(at / 32),
+                self.sum16.add(at / 16),
+                self.sum32.add(at / 32),
+            );
+            return;
+        }
         let qs = std::slice::from_raw_parts_mut(self.qs.add(t * cols), cols);
         let block = if self.kind == ActKind::Q8 { 32 } else { 256 };
         for (b, xb) in x.chunks_exact(block).enumerate() {
@@ -363,6 +376,47 @@ mod avx512 {
         let ib = store(b, id, None, q.as_mut_ptr().add(16));
         let sum = _mm512_reduce_add_epi32(_mm512_add_epi32(ia, ib));
         (f16::from_f32(d).to_f32(), sum)
+    }
+
+    /// A whole row as [`ActsWriter::token`] writes it for Q8, block by block in one
+    /// function (no calls between blocks, so their dependency chains overlap): the bytes
+    /// and `d` of [`q8_block`], `s = f16(f16(Σq) · f16(d))` as `half` multiplies, and the
+    /// sums of every 16 and 32 bytes.
+    ///
+    /// # Safety
+    /// `x.len()` is a multiple of 32 and the outputs hold its `len` bytes, `len / 32`
+    /// values of `d`, `s` and `sum32`, and `len / 16` of `sum16`.
+    #[target_feature(enable = "avx512f,f16c")]
+    pub(super) unsafe fn q8_row(
+        x: &[f32],
+        qs: *mut i8,
+        d: *mut f32,
+        s: *mut f32,
+        sum16: *mut i32,
+        sum32: *mut i32,
+    ) {
+        #[inline]
+        #[target_feature(enable = "avx512f,f16c")]
+        unsafe fn f16_round(v: f32) -> f32 {
+            _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(
+                _mm_set_ss(v),
+            )))
+        }
+        for b in 0..x.len() / 32 {
+            let p = x.as_ptr().add(32 * b);
+            let (lo, hi) = (_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16)));
+            let amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
+            let db = amax / 127.0;
+            let id = if db != 0.0 { 1.0 / db } else { 0.0 };
+            let ilo = _mm512_reduce_add_epi32(store(lo, id, None, qs.add(32 * b)));
+            let ihi = _mm512_reduce_add_epi32(store(hi, id, None, qs.add(32 * b + 16)));
+            let d16 = f16_round(db);
+            *d.add(b) = d16;
+            *s.add(b) = f16_round(f16_round((ilo + ihi) as f32) * d16);
+            *sum16.add(2 * b) = ilo;
+            *sum16.add(2 * b + 1) = ihi;
+            *sum32.add(b) = ilo + ihi;
+        }
     }
 
     #[target_feature(enable = "avx512f")]

@@ -229,36 +229,43 @@ fn rope_and_store(
                 *a += bv;
             }
         }
-        for head in 0..heads + kvh {
-            let x = &mut r[head * hd..(head + 1) * hd];
-            if let Some((qn, kn)) = &layer.qk_norm {
+        if let Some((qn, kn)) = &layer.qk_norm {
+            for head in 0..heads + kvh {
+                let x = &mut r[head * hd..(head + 1) * hd];
                 let mut copy = [0f32; MAX_HEAD_DIM];
                 copy[..hd].copy_from_slice(x);
                 let w = if head < heads { qn } else { kn };
                 ops::rms_norm(tier, &copy[..hd], w, eps, x);
             }
-            rope.apply(x, &cs[t]);
         }
+        rope.apply(tier, &mut r[..(heads + kvh) * hd], hd, &cs[t]);
         let (seq, p) = place.of(t);
         let (kp, vp, cap) = seqs[seq];
         for head in 0..kvh {
             let kr = &r[(heads + head) * hd..(heads + head + 1) * hd];
             let vr = &r[(heads + kvh + head) * hd..(heads + kvh + head + 1) * hd];
-            for d in 0..hd {
-                let (ki, vi) = (
-                    kv::k_index(cap, hd, head, p, d),
-                    kv::v_index(cap, hd, head, p, d),
-                );
-                // SAFETY: position `p` of every head of its sequence is this token's
-                // alone, and that cache holds `cap > p` positions of its type.
-                unsafe {
-                    if f32kv {
-                        *kp.get().cast::<f32>().add(ki) = kr[d];
-                        *vp.get().cast::<f32>().add(vi) = vr[d];
-                    } else {
-                        *kp.get().cast::<u16>().add(ki) = half::f16::from_f32(kr[d]).to_bits();
-                        *vp.get().cast::<u16>().add(vi) = half::f16::from_f32(vr[d]).to_bits();
+            // Dimension `d` of the key is at `k0 + d · KBLOCK`; the value's are contiguous.
+            let (k0, v0) = (
+                kv::k_index(cap, hd, head, p, 0),
+                kv::v_index(cap, hd, head, p, 0),
+            );
+            // SAFETY: position `p` of every head of its sequence is this token's alone,
+            // and that cache holds `cap > p` positions of its type.
+            unsafe {
+                if f32kv {
+                    let (k, v) = (kp.get().cast::<f32>(), vp.get().cast::<f32>());
+                    for (d, &x) in kr.iter().enumerate() {
+                        *k.add(k0 + d * kv::KBLOCK) = x;
                     }
+                    std::ptr::copy_nonoverlapping(vr.as_ptr(), v.add(v0), hd);
+                } else {
+                    let (k, v) = (kp.get().cast::<u16>(), vp.get().cast::<u16>());
+                    let mut kh = [0u16; MAX_HEAD_DIM];
+                    ops::to_f16(tier, kr, &mut kh[..hd]);
+                    for (d, &bits) in kh[..hd].iter().enumerate() {
+                        *k.add(k0 + d * kv::KBLOCK) = bits;
+                    }
+                    ops::to_f16(tier, vr, std::slice::from_raw_parts_mut(v.add(v0), hd));
                 }
             }
         }

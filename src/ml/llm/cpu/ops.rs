@@ -214,18 +214,250 @@ impl Rope {
         }
     }
 
-    /// Rotates one head's vector in place with the angles of [`Rope::angles`].
-    pub fn apply(&self, x: &mut [f32], cs: &[f32]) {
-        let half = self.dim / 2;
-        for i in 0..half {
-            let (c, s) = (cs[2 * i], cs[2 * i + 1]);
-            let (a, b) = match self.style {
-                RopeStyle::Interleaved => (2 * i, 2 * i + 1),
-                RopeStyle::Halves => (i, i + half),
-            };
-            let (x0, x1) = (x[a], x[b]);
-            x[a] = x0 * c - x1 * s;
-            x[b] = x0 * s + x1 * c;
+    /// The angles of [`Rope::angles`] at `pos`, laid out for [`Rope::apply`]: for rotated
+    /// halves, every cosine, then every sine; for interleaved pairs, each cosine twice,
+    /// then each sine twice with the first of the two negated (`2 × rope_dim` values).
+    pub fn table(&self, pos: usize, cs: &mut Vec<f32>) {
+        let (half, dim) = (self.dim / 2, self.dim);
+        let p = pos as f32 * self.pos_scale;
+        cs.clear();
+        cs.resize(
+            match self.style {
+                RopeStyle::Halves => dim,
+                RopeStyle::Interleaved => 2 * dim,
+            },
+            0.0,
+        );
+        for (i, &t) in self.theta.iter().enumerate() {
+            let a = p * t;
+            let (c, s) = (a.cos() * self.mscale, a.sin() * self.mscale);
+            match self.style {
+                RopeStyle::Halves => (cs[i], cs[half + i]) = (c, s),
+                RopeStyle::Interleaved => {
+                    (cs[2 * i], cs[2 * i + 1]) = (c, c);
+                    (cs[dim + 2 * i], cs[dim + 2 * i + 1]) = (-s, s);
+                }
+            }
+        }
+    }
+
+    /// Rotates every head (`head_dim` values each) of `x` in place with the angles of
+    /// [`Rope::table`]. Each pair `(x0, x1)` becomes `(x0·c − x1·s, x0·s + x1·c)`, two
+    /// products and a sum each, not fused, on every tier.
+    pub fn apply(&self, tier: Tier, x: &mut [f32], head_dim: usize, cs: &[f32]) {
+        assert!(self.dim <= head_dim && x.len().is_multiple_of(head_dim));
+        assert_eq!(
+            cs.len(),
+            match self.style {
+                RopeStyle::Halves => self.dim,
+                RopeStyle::Interleaved => 2 * self.dim,
+            }
+        );
+        match tier {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the tier was checked against the CPU at load; lengths are checked above.
+            Tier::Avx512 => unsafe { self.apply_avx512(x, head_dim, cs) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Tier::Avx2 => unsafe { self.apply_avx2(x, head_dim, cs) },
+            // SAFETY: lengths are checked above.
+            _ => unsafe { self.apply_lanes::<Scalar16>(x, head_dim, cs) },
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512dq,avx2,fma,f16c")]
+    unsafe fn apply_avx512(&self, x: &mut [f32], head_dim: usize, cs: &[f32]) {
+        self.apply_lanes::<crate::ml::simd::Avx512x16>(x, head_dim, cs)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn apply_avx2(&self, x: &mut [f32], head_dim: usize, cs: &[f32]) {
+        self.apply_lanes::<crate::ml::simd::Avx2x16>(x, head_dim, cs)
+    }
+
+    #[inline(always)]
+    unsafe fn apply_lanes<V: F16x>(&self, x: &mut [f32], head_dim: usize, cs: &[f32]) {
+        let (dim, half) = (self.dim, self.dim / 2);
+        let c = cs.as_ptr();
+        for head in x.chunks_exact_mut(head_dim) {
+            let h = head.as_mut_ptr();
+            match self.style {
+                RopeStyle::Halves => {
+                    let body = half / 16 * 16;
+                    for i in (0..body).step_by(16) {
+                        let (x0, x1) = (V::load(h.add(i)), V::load(h.add(half + i)));
+                        let (cv, sv) = (V::load(c.add(i)), V::load(c.add(half + i)));
+                        x0.mul(cv).sub(x1.mul(sv)).store(h.add(i));
+                        x0.mul(sv).add(x1.mul(cv)).store(h.add(half + i));
+                    }
+                    for i in body..half {
+                        let (x0, x1) = (head[i], head[half + i]);
+                        let (cv, sv) = (cs[i], cs[half + i]);
+                        head[i] = x0 * cv - x1 * sv;
+                        head[half + i] = x0 * sv + x1 * cv;
+                    }
+                }
+                RopeStyle::Interleaved => {
+                    // Lane 2i: x0·c + x1·(−s); lane 2i + 1: x1·c + x0·s.
+                    let body = dim / 16 * 16;
+                    for i in (0..body).step_by(16) {
+                        let v = V::load(h.add(i));
+                        let (cv, sv) = (V::load(c.add(i)), V::load(c.add(dim + i)));
+                        v.mul(cv).add(v.swap_pairs().mul(sv)).store(h.add(i));
+                    }
+                    for i in (body..dim).step_by(2) {
+                        let (x0, x1) = (head[i], head[i + 1]);
+                        head[i] = x0 * cs[i] + x1 * cs[dim + i];
+                        head[i + 1] = x1 * cs[i + 1] + x0 * cs[dim + i + 1];
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `out[i] = x[i]` as f16 bits (round to nearest even).
+pub fn to_f16(tier: Tier, x: &[f32], out: &mut [u16]) {
+    assert_eq!(x.len(), out.len());
+    match tier {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the tier was checked against the CPU at load; lengths are checked above.
+        Tier::Avx512 => unsafe { to_f16_avx512(x, out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        Tier::Avx2 => unsafe { to_f16_avx2(x, out) },
+        // SAFETY: lengths are checked above.
+        _ => unsafe { to_f16_lanes::<Scalar16>(x, out) },
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx2,fma,f16c")]
+unsafe fn to_f16_avx512(x: &[f32], out: &mut [u16]) {
+    to_f16_lanes::<crate::ml::simd::Avx512x16>(x, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn to_f16_avx2(x: &[f32], out: &mut [u16]) {
+    to_f16_lanes::<crate::ml::simd::Avx2x16>(x, out)
+}
+
+#[inline(always)]
+unsafe fn to_f16_lanes<V: F16x>(x: &[f32], out: &mut [u16]) {
+    let body = x.len() / 16 * 16;
+    for i in (0..body).step_by(16) {
+        V::load(x.as_ptr().add(i)).store_f16(out.as_mut_ptr().add(i));
+    }
+    for i in body..x.len() {
+        out[i] = half::f16::from_f32(x[i]).to_bits();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rope(style: RopeStyle, dim: usize) -> Rope {
+        Rope {
+            theta: (0..dim / 2)
+                .map(|i| 1.0 / 10_000f32.powf(2.0 * i as f32 / dim as f32))
+                .collect(),
+            style,
+            dim,
+            pos_scale: 1.0,
+            mscale: 1.0,
+        }
+    }
+
+    /// The rotation pair by pair with the angles of [`Rope::angles`].
+    fn reference(r: &Rope, x: &mut [f32], head_dim: usize, pos: usize) {
+        let mut cs = Vec::new();
+        r.angles(pos, &mut cs);
+        let half = r.dim / 2;
+        for head in x.chunks_exact_mut(head_dim) {
+            for i in 0..half {
+                let (c, s) = (cs[2 * i], cs[2 * i + 1]);
+                let (a, b) = match r.style {
+                    RopeStyle::Interleaved => (2 * i, 2 * i + 1),
+                    RopeStyle::Halves => (i, i + half),
+                };
+                let (x0, x1) = (head[a], head[b]);
+                head[a] = x0 * c - x1 * s;
+                head[b] = x0 * s + x1 * c;
+            }
+        }
+    }
+
+    #[test]
+    fn every_tier_rotates_as_the_pairwise_formula() {
+        for style in [RopeStyle::Interleaved, RopeStyle::Halves] {
+            // Whole lanes, a remainder, and fewer rotated dimensions than the head's.
+            for (dim, head_dim) in [(64, 64), (128, 128), (40, 40), (36, 64), (16, 80)] {
+                let r = rope(style, dim);
+                let x: Vec<f32> = (0..3 * head_dim)
+                    .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.031)
+                    .collect();
+                for pos in [0, 1, 17, 4_000] {
+                    let mut want = x.clone();
+                    reference(&r, &mut want, head_dim, pos);
+                    let mut cs = Vec::new();
+                    r.table(pos, &mut cs);
+                    for tier in Tier::available() {
+                        let mut got = x.clone();
+                        r.apply(tier, &mut got, head_dim, &cs);
+                        let same = got
+                            .iter()
+                            .zip(&want)
+                            .all(|(a, b)| a.to_bits() == b.to_bits());
+                        assert!(
+                            same,
+                            "{style:?} dim {dim} head {head_dim} pos {pos} {tier:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_tier_rounds_to_f16_as_half_does() {
+        let mut x: Vec<f32> = (0..37).map(|i| (i as f32 - 18.0) * 1.37e-3).collect();
+        x.extend([
+            65_504.0,
+            65_520.0,
+            1e9,
+            -1e9,
+            5.9e-8,
+            2.98e-8,
+            -0.0,
+            f32::NAN,
+        ]);
+        x.extend([
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            1.0 + 1.0 / 2048.0,
+            3.0 / 4096.0,
+        ]);
+        let want: Vec<u16> = x
+            .iter()
+            .map(|&v| half::f16::from_f32(v).to_bits())
+            .collect();
+        for tier in Tier::available() {
+            for len in [0, 5, 16, 31, x.len()] {
+                let mut got = vec![0u16; len];
+                to_f16(tier, &x[..len], &mut got);
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    // NaN stays NaN; its payload need not.
+                    let nan = |b: u16| b & 0x7c00 == 0x7c00 && b & 0x3ff != 0;
+                    assert!(
+                        g == w || (nan(*g) && nan(*w)),
+                        "{tier:?} value {i}: {g:#x} {w:#x}"
+                    );
+                }
+            }
         }
     }
 }
