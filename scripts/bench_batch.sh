@@ -7,8 +7,12 @@
 # (../shared/tools/make_random_gguf.py, kept in DIR). PP prompt tokens and TG generated
 # tokens per stream, 2 threads. Each repetition runs ragd then llama.cpp, alternating,
 # REPS times (default 3); the table shows medians, each B's rate over B=1's, and ragd's
-# rate over llama.cpp's. Speed drifts with the machine's load: only ratios from one run
-# mean anything, and the load average is printed.
+# rate over llama.cpp's. ragd's S_TG counts the decode steps while all B streams run
+# (llama-batched-bench runs every prompt first and its B streams in step; ragd's join one
+# prompt at a time, so the first also end first): its rate up to the last stream's end,
+# with fewer than B streams in its last steps, is the table's second ragd column. Speed
+# drifts with the machine's load: only ratios from one run mean anything, and the load
+# average is printed.
 #
 # llama-batched-bench comes from ../shared/tools/build_llama_bench.sh
 # (~/.cache/llama-bench/build/bin, or $RAGD_LLAMA_BATCHED_BENCH).
@@ -49,14 +53,15 @@ llama="${RAGD_LLAMA_BATCHED_BENCH:-$HOME/.cache/llama-bench/build/bin/llama-batc
 
 cargo build --release --quiet --example llm_batch
 bench="${CARGO_TARGET_DIR:-target}/release/examples/llm_batch"
-out="$(mktemp)"
-trap 'rm -f "$out"' EXIT
+out="$(mktemp)" run="$(mktemp)"
+trap 'rm -f "$out" "$run"' EXIT
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for f in $files; do
   p="$(path_of "$f")"
   for r in $(seq "$reps"); do
-    "$bench" "$p" "$threads" "$pp" "$tg" "$npl" | tee >(cat >&2) |
-      sed -nE "s/.* B=([0-9]+) .* S_TG ([0-9.]+) tok\/s.*peak RSS ([0-9]+) MB.*/ragd $f \1 \2 \3/p" >>"$out"
+    "$bench" "$p" "$threads" "$pp" "$tg" "$npl" | tee >(cat >&2) >"$run"
+    sed -nE "s/.* B=([0-9]+) .* S_TG ([0-9.]+) tok\/s.*peak RSS ([0-9]+) MB.*/ragd $f \1 \2 \3/p" "$run" >>"$out"
+    sed -nE "s/.* B=([0-9]+) .* to the last end ([0-9.]+) tok\/s.*peak RSS ([0-9]+) MB.*/ragdend $f \1 \2 \3/p" "$run" >>"$out"
     if [ -n "$llama" ]; then
       ctx=$(( ${npl##*,} * (pp + tg) + 256 ))
       args=(-m "$p" -t "$threads" -c "$ctx" -b 2048 -ub 512 -npp "$pp" -ntg "$tg" -npl "$npl"
@@ -86,10 +91,11 @@ runs = {}
 for engine, f, b, rate, rss in rows:
     runs.setdefault(f, {}).setdefault(engine, {}).setdefault(int(b), []).append((float(rate), int(rss)))
 print(f"{threads} threads, pp{pp} tg{tg} per stream, medians, aggregate decode tok/s (S_TG)")
-print("| file | streams | llama.cpp | x 1 stream | ragd | x 1 stream | ragd / llama.cpp | ragd peak RSS |")
-print("|---|---|---|---|---|---|---|---|")
+print("| file | streams | llama.cpp | x 1 stream | ragd | x 1 stream | ragd / llama.cpp | ragd to the last end | x 1 stream | ragd peak RSS |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for f, engines in runs.items():
     ours, theirs = engines.get("ragd", {}), engines.get("llama", {})
+    tail = engines.get("ragdend", {})
     med = lambda d, b: statistics.median(x[0] for x in d[b]) if b in d else None
     for b in sorted(ours):
         o, t = med(ours, b), med(theirs, b)
@@ -97,5 +103,6 @@ for f, engines in runs.items():
         rss = max(x[1] for x in ours[b])
         fmt = lambda v: "-" if v is None else f"{v:.1f}"
         ratio = lambda a, c: "-" if a is None or c is None else f"{a / c:.2f}x"
-        print(f"| {f} | {b} | {fmt(t)} | {ratio(t, t1)} | {fmt(o)} | {ratio(o, o1)} | {ratio(o, t)} | {rss} MB |")
+        e, e1 = med(tail, b), med(tail, 1)
+        print(f"| {f} | {b} | {fmt(t)} | {ratio(t, t1)} | {fmt(o)} | {ratio(o, o1)} | {ratio(o, t)} | {fmt(e)} | {ratio(e, e1)} | {rss} MB |")
 PY
