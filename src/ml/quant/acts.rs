@@ -192,7 +192,7 @@ impl ActsWriter {
             let qb = &mut qs[b * block..(b + 1) * block];
             match self.kind {
                 ActKind::Q8 => {
-                    let (d, sum) = quantize_q8_block(tier, xb, qb);
+                    let (d, sum) = quantize_q8_block(xb, qb);
                     *self.d.add(i) = d;
                     // ggml's Q8_1: s = d · Σq, in f16 arithmetic.
                     *self.s.add(i) = (f16::from_f32(sum as f32) * f16::from_f32(d)).to_f32();
@@ -211,14 +211,9 @@ impl ActsWriter {
     }
 }
 
-/// Q8_0 of one block of 32: writes `q`, returns (`d` rounded to f16, `Σq`).
-fn quantize_q8_block(tier: Tier, x: &[f32], q: &mut [i8]) -> (f32, i32) {
-    #[cfg(target_arch = "x86_64")]
-    if tier == Tier::Avx512 {
-        // SAFETY: the tier is only chosen when the CPU has AVX-512; a block is 32 values.
-        return unsafe { avx512::q8_block(x, q) };
-    }
-    let _ = tier;
+/// Q8_0 of one block of 32: writes `q`, returns (`d` rounded to f16, `Σq`). (AVX-512
+/// quantizes whole rows: [`avx512::q8_row`].)
+fn quantize_q8_block(x: &[f32], q: &mut [i8]) -> (f32, i32) {
     let amax = x.iter().fold(0f32, |a, v| a.max(v.abs()));
     let d = amax / 127.0;
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
@@ -336,8 +331,6 @@ fn push_nibbles(out: &mut Vec<u8>, q: &[u8], five: bool) {
 mod avx512 {
     use std::arch::x86_64::*;
 
-    use half::f16;
-
     /// `round` (half away from zero) of every lane, as `f32::round`.
     #[inline]
     #[target_feature(enable = "avx512f")]
@@ -362,26 +355,10 @@ mod avx512 {
         i
     }
 
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn q8_block(x: &[f32], q: &mut [i8]) -> (f32, i32) {
-        assert!(x.len() == 32 && q.len() == 32);
-        let (a, b) = (
-            _mm512_loadu_ps(x.as_ptr()),
-            _mm512_loadu_ps(x.as_ptr().add(16)),
-        );
-        let amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
-        let d = amax / 127.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        let ia = store(a, id, None, q.as_mut_ptr());
-        let ib = store(b, id, None, q.as_mut_ptr().add(16));
-        let sum = _mm512_reduce_add_epi32(_mm512_add_epi32(ia, ib));
-        (f16::from_f32(d).to_f32(), sum)
-    }
-
     /// A whole row as [`ActsWriter::token`] writes it for Q8, block by block in one
     /// function (no calls between blocks, so their dependency chains overlap): the bytes
-    /// and `d` of [`q8_block`], `s = f16(f16(Σq) · f16(d))` as `half` multiplies, and the
-    /// sums of every 16 and 32 bytes.
+    /// and `d` of [`super::quantize_q8_block`], `s = f16(f16(Σq) · f16(d))` as `half`
+    /// multiplies, and the sums of every 16 and 32 bytes.
     ///
     /// # Safety
     /// `x.len()` is a multiple of 32 and the outputs hold its `len` bytes, `len / 32`

@@ -206,11 +206,9 @@ impl Rope {
     /// `(cos, sin)` of every pair at position `pos`, into `cs` (2 × pairs).
     pub fn angles(&self, pos: usize, cs: &mut Vec<f32>) {
         cs.clear();
-        let p = pos as f32 * self.pos_scale;
-        for &t in &self.theta {
-            let a = p * t;
-            cs.push(a.cos() * self.mscale);
-            cs.push(a.sin() * self.mscale);
+        for (c, s) in self.cos_sin(pos) {
+            cs.push(c);
+            cs.push(s);
         }
     }
 
@@ -219,18 +217,9 @@ impl Rope {
     /// then each sine twice with the first of the two negated (`2 × rope_dim` values).
     pub fn table(&self, pos: usize, cs: &mut Vec<f32>) {
         let (half, dim) = (self.dim / 2, self.dim);
-        let p = pos as f32 * self.pos_scale;
         cs.clear();
-        cs.resize(
-            match self.style {
-                RopeStyle::Halves => dim,
-                RopeStyle::Interleaved => 2 * dim,
-            },
-            0.0,
-        );
-        for (i, &t) in self.theta.iter().enumerate() {
-            let a = p * t;
-            let (c, s) = (a.cos() * self.mscale, a.sin() * self.mscale);
+        cs.resize(self.table_len(), 0.0);
+        for (i, (c, s)) in self.cos_sin(pos).enumerate() {
             match self.style {
                 RopeStyle::Halves => (cs[i], cs[half + i]) = (c, s),
                 RopeStyle::Interleaved => {
@@ -241,18 +230,29 @@ impl Rope {
         }
     }
 
+    /// Values in a [`Rope::table`].
+    fn table_len(&self) -> usize {
+        match self.style {
+            RopeStyle::Halves => self.dim,
+            RopeStyle::Interleaved => 2 * self.dim,
+        }
+    }
+
+    /// `(cos, sin)` of every pair's angle at `pos`, scaled.
+    fn cos_sin(&self, pos: usize) -> impl Iterator<Item = (f32, f32)> + '_ {
+        let p = pos as f32 * self.pos_scale;
+        self.theta.iter().map(move |&t| {
+            let a = p * t;
+            (a.cos() * self.mscale, a.sin() * self.mscale)
+        })
+    }
+
     /// Rotates every head (`head_dim` values each) of `x` in place with the angles of
     /// [`Rope::table`]. Each pair `(x0, x1)` becomes `(x0·c − x1·s, x0·s + x1·c)`, two
     /// products and a sum each, not fused, on every tier.
     pub fn apply(&self, tier: Tier, x: &mut [f32], head_dim: usize, cs: &[f32]) {
         assert!(self.dim <= head_dim && x.len().is_multiple_of(head_dim));
-        assert_eq!(
-            cs.len(),
-            match self.style {
-                RopeStyle::Halves => self.dim,
-                RopeStyle::Interleaved => 2 * self.dim,
-            }
-        );
+        assert_eq!(cs.len(), self.table_len());
         match tier {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: the tier was checked against the CPU at load; lengths are checked above.
