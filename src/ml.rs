@@ -4,7 +4,6 @@
 pub mod device;
 pub mod embed_worker;
 pub mod embedder;
-pub mod huge;
 pub mod llm;
 pub mod models;
 pub mod pool;

@@ -20,63 +20,36 @@
 
 use super::formats::{self, Row};
 use super::{WeightType, GROUP};
-use crate::ml::huge::{self, HugeBuf};
 
 /// A 64-byte aligned line of bytes.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 struct Line([u8; 64]);
 
-/// A byte buffer whose start is 64-byte aligned: in the weights' arena of 2 MiB pages
-/// ([`crate::ml::huge`]), or on the heap where none could be mapped.
-#[derive(Default)]
+/// A byte buffer whose start is 64-byte aligned.
+#[derive(Clone, Default)]
 pub(super) struct Aligned {
-    huge: Option<HugeBuf>,
     lines: Vec<Line>,
     len: usize,
 }
 
 impl Aligned {
     fn zeroed(len: usize) -> Self {
-        if len > 0 {
-            if let Some(huge) = huge::WEIGHTS.zeroed(len) {
-                return Self {
-                    huge: Some(huge),
-                    lines: Vec::new(),
-                    len,
-                };
-            }
-        }
         Self {
-            huge: None,
             lines: vec![Line([0; 64]); len.div_ceil(64)],
             len,
         }
     }
 
     pub(super) fn bytes(&self) -> &[u8] {
-        if let Some(h) = &self.huge {
-            return h.bytes();
-        }
         // SAFETY: `lines` is `len.div_ceil(64)` contiguous 64-byte lines, so its first
         // `len` bytes are initialised and in bounds.
         unsafe { std::slice::from_raw_parts(self.lines.as_ptr().cast::<u8>(), self.len) }
     }
 
     fn bytes_mut(&mut self) -> &mut [u8] {
-        if let Some(h) = &mut self.huge {
-            return h.bytes_mut();
-        }
         // SAFETY: as in `bytes`, borrowed mutably.
         unsafe { std::slice::from_raw_parts_mut(self.lines.as_mut_ptr().cast::<u8>(), self.len) }
-    }
-}
-
-impl Clone for Aligned {
-    fn clone(&self) -> Self {
-        let mut c = Self::zeroed(self.len);
-        c.bytes_mut().copy_from_slice(self.bytes());
-        c
     }
 }
 
