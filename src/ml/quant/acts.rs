@@ -338,7 +338,10 @@ mod avx512 {
         let t = _mm512_roundscale_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(v);
         let frac = _mm512_abs_ps(_mm512_sub_ps(v, t));
         let away = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(frac, _mm512_set1_ps(0.5));
-        let one = _mm512_or_ps(_mm512_and_ps(v, _mm512_set1_ps(-0.0)), _mm512_set1_ps(1.0));
+        // ±1.0 with v's sign, in integer operations: the float ones are AVX-512 DQ, which
+        // this function's callers do not enable, so they would be calls, not instructions.
+        let sign = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(i32::MIN));
+        let one = _mm512_castsi512_ps(_mm512_or_si512(sign, _mm512_set1_epi32(0x3f80_0000)));
         _mm512_mask_add_ps(t, away, t, one)
     }
 
