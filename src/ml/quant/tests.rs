@@ -243,8 +243,12 @@ fn every_tier_matches_the_scalar_reference_on_shapes_with_tails() {
 fn quantized_activations_are_the_same_on_every_tier() {
     let mut rng = Rng(5);
     for kind in [ActKind::Q8, ActKind::Q8K] {
-        for tokens in [1, 3, 67] {
-            let cols = 1024;
+        // 1,024 columns are whole runs of 16 blocks for the AVX-512 row quantizer, 576
+        // (SmolLM2's width) one run and 2 blocks, 96 blocks only.
+        for (tokens, cols) in [(1, 1024), (3, 1024), (67, 1024), (5, 576), (4, 96)] {
+            if kind == ActKind::Q8K && cols % 256 != 0 {
+                continue;
+            }
             let mut x = rng.vec(tokens * cols, 2.0);
             // Edge cases: an all-zero block, exact halves, the largest value negative.
             x[..32].fill(0.0);
